@@ -1,0 +1,210 @@
+"""The backend protocol, backend specs ("interpreter:reversed", "compiled", "pkg.mod:Factory"), errors."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..case import Case
+from ..outcome import ErrorInfo, Outcome
+
+
+class Target(Protocol):
+    """What a backend needs from a check."""
+
+    name: str
+    kernel: Any
+    launch: Callable[..., Any]
+    reference: Callable[..., Any] | None
+
+
+class Backend(Protocol):
+    name: str
+
+    def run(self, target: Target, case: Case) -> Outcome: ...
+
+
+ORDERS = ("forward", "reversed", "shuffled")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which backend, with which options. Written `kind[:option[:option]]`, e.g. `interpreter:reversed`.
+
+    kind is `compiled`, `interpreter`, `reference`, or `module:attr` naming a factory
+    `(spec) -> Backend` importable in worker processes.
+    """
+
+    kind: str
+    order: str = "forward"
+    upcast: bool = False
+    device: str | None = None
+    programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
+    check_pointers: bool = True
+    sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
+
+    @classmethod
+    def parse(cls, text: str | BackendSpec) -> BackendSpec:
+        if isinstance(text, BackendSpec):
+            return text
+        text = text.strip()
+        if "." in text.split(":")[0]:  # module path: "pkg.mod:Factory[:opt]"
+            mod, _, rest = text.partition(":")
+            attr, _, opts = rest.partition(":")
+            return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, text))
+        kind, _, opts = text.partition(":")
+        if kind not in ("compiled", "interpreter", "reference"):
+            raise ValueError(f"unknown backend {text!r}: use compiled, interpreter, reference or module:Factory")
+        return cls(kind=kind, **_parse_opts(opts, text))
+
+    def with_(self, **changes: Any) -> BackendSpec:
+        return replace(self, **changes)
+
+    @property
+    def label(self) -> str:
+        parts = [self.kind]
+        if self.order != "forward":
+            parts.append(self.order)
+        if self.upcast:
+            parts.append("fp64")
+        if self.device:
+            parts.append(self.device)
+        return ":".join(parts)
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.kind == "compiled" or (self.device or "").startswith("cuda")
+
+    @property
+    def lane(self) -> str:
+        """Which worker process runs this spec: GPU work and CPU work run side by side."""
+        return "gpu" if self.uses_gpu else ("ref" if self.kind == "reference" else "cpu")
+
+
+def _parse_opts(opts: str, text: str) -> dict:
+    out: dict[str, Any] = {}
+    for opt in filter(None, opts.split(":")):
+        if opt in ORDERS:
+            out["order"] = opt
+        elif opt == "fp64":
+            out["upcast"] = True
+        elif opt == "cpu" or opt.startswith("cuda"):
+            out["device"] = opt
+        else:
+            raise ValueError(f"backend {text!r}: unknown option {opt!r}")
+    return out
+
+
+def make_backend(spec: BackendSpec | str) -> Backend:
+    spec = BackendSpec.parse(spec)
+    if spec.kind == "compiled":
+        from .compiled import CompiledBackend
+
+        return CompiledBackend(spec)
+    if spec.kind == "interpreter":
+        from .interpreter import InterpreterBackend
+
+        return InterpreterBackend(spec)
+    if spec.kind == "reference":
+        from .reference import ReferenceBackend
+
+        return ReferenceBackend(spec)
+    mod, _, attr = spec.kind.partition(":")
+    factory = getattr(importlib.import_module(mod), attr)
+    return factory(spec)
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:  # pragma: no cover
+        return False
+
+
+# ------------------------------------------------------------------ errors
+
+_LIB_DIRS = tuple(
+    os.path.dirname(importlib.util.find_spec(m).origin)  # type: ignore[union-attr]
+    for m in ("triton", "torch", "numpy")
+) + (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith(_LIB_DIRS) or filename.startswith("<")
+
+
+def user_frame(tb: Any) -> traceback.FrameSummary | None:
+    """The innermost frame of a traceback that is user code (not triton, torch, numpy or tdiff)."""
+    frames = traceback.extract_tb(tb)
+    for fr in reversed(frames):
+        if not _is_library(os.path.abspath(fr.filename)):
+            return fr
+    return None
+
+
+def user_line_now() -> str:
+    """`file:line: code` of the innermost user frame on the current stack."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not _is_library(fn):
+            import linecache
+
+            code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+            return f"{_short(f.f_code.co_filename)}:{f.f_lineno}: {code}"
+        f = f.f_back
+    return ""
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else path
+    except ValueError:  # pragma: no cover
+        return path
+
+
+def is_limitation(exc: BaseException) -> bool:
+    """An interpreter error for a feature it does not support, rather than a kernel bug."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        text = str(e)
+        if isinstance(e, NotImplementedError):
+            return True
+        if isinstance(e, AttributeError) and "InterpreterBuilder" in text:
+            return True
+        if "not supported in interpreter" in text or ("unsupported" in text.lower() and _raised_in_interpreter(e)):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _raised_in_interpreter(e: BaseException) -> bool:
+    frames = traceback.extract_tb(e.__traceback__)
+    return bool(frames) and frames[-1].filename.endswith(os.path.join("runtime", "interpreter.py"))
+
+
+def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
+    """An `ErrorInfo` that says what failed and where in the user's code."""
+    root = exc
+    while root.__cause__ is not None and type(root).__name__ in ("InterpreterError", "KernelRunError"):
+        root = root.__cause__
+    fr = user_frame(root.__traceback__) or user_frame(exc.__traceback__)
+    where = f"{_short(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}" if fr else ""
+    message = f"{type(root).__name__}: {root}".strip()
+    program = getattr(exc, "program", None)
+    if program is not None:
+        message = f"{message} (program {program})"
+    if kind is None:
+        kind = "limitation" if is_limitation(exc) else "exception"
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]
+    return ErrorInfo(kind=kind, message=message[:2000], where=where, details=details)

@@ -1,0 +1,111 @@
+"""The compiled backend: Triton's normal GPU path, with launches recorded and compiles counted."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+import torch
+from triton.runtime.jit import JITFunction
+
+from .. import kernels
+from ..case import Case
+from ..outcome import ErrorInfo, Outcome
+from ..plan import (
+    LaunchPlan,
+    LiveArgs,
+    capture_returned,
+    deterministic_empty,
+    grid3,
+    launch_record,
+    route_launches,
+)
+from .base import BackendSpec, Target, error_info
+
+
+def _cache_size(jit: JITFunction) -> int:
+    caches = getattr(jit, "device_caches", None) or {}
+    return sum(len(entry[0]) for entry in caches.values())
+
+
+def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JITFunction, original: Any,
+                    args: tuple, grid: Any, warmup: bool, kwargs: dict) -> Any:
+    """Record one launch, then launch it compiled; count compiles and their time."""
+    names = kernels.arg_names(jit)
+    call_kwargs = {k: v for k, v in kwargs.items() if k in names}
+    try:
+        bound = inspect.signature(jit.fn).bind(*args, **call_kwargs)
+        bound.apply_defaults()
+        g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
+    except Exception:
+        g = (0, 0, 0)
+    if not warmup:
+        live.add(len(outcome.launches), args, call_kwargs)
+        options = {k: v for k, v in kwargs.items() if k not in names}
+        outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
+    before = _cache_size(jit)
+    t0 = time.perf_counter()
+    out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
+    if _cache_size(jit) > before:
+        outcome.compiles += _cache_size(jit) - before
+        outcome.compile_seconds += time.perf_counter() - t0
+    return out
+
+
+CUDA_FATAL = ("illegal memory access", "misaligned address", "unspecified launch failure",
+              "illegal instruction", "device-side assert", "CUDA error")
+
+
+class CompiledBackend:
+    """Runs a case compiled on the GPU."""
+
+    def __init__(self, spec: BackendSpec | None = None) -> None:
+        self.spec = spec or BackendSpec("compiled")
+        self.name = self.spec.label
+        self.device = self.spec.device or "cuda"
+        self.poisoned = False  # set after a CUDA error: the context is unusable, the worker must restart
+
+    def run(self, target: Target, case: Case) -> Outcome:
+        t0 = time.perf_counter()
+        outcome = Outcome(self.name)
+        if not torch.cuda.is_available():
+            outcome.error = ErrorInfo("setup", "no CUDA GPU is available for the compiled backend")
+            return outcome
+        try:
+            plan = LaunchPlan(case, self.device, upcast=self.spec.upcast)
+        except Exception as exc:
+            outcome.error = self._error(exc, "setup")
+            return outcome
+        kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), case.config)
+        live = LiveArgs()
+
+        def handler(jit, original, args, grid, warmup, kwargs):
+            return recorded_launch(plan, outcome, live, jit, original, args, grid, warmup, kwargs)
+
+        returned = None
+        try:
+            with deterministic_empty(), route_launches(handler):
+                returned = target.launch(kernel, **plan.inputs)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            outcome.error = self._error(exc)
+        outcome.returned_args = live.locate(returned)
+        if not self.poisoned:
+            try:
+                outcome.storages = plan.snapshot()
+                outcome.returned = capture_returned(returned)
+            except Exception as exc:  # the context died while copying back
+                if outcome.error is None:
+                    outcome.error = self._error(exc)
+        outcome.seconds = time.perf_counter() - t0
+        if not self.poisoned:
+            outcome.device = torch.cuda.get_device_name()
+        return outcome
+
+    def _error(self, exc: BaseException, kind: str | None = None) -> ErrorInfo:
+        info = error_info(exc, kind)
+        if any(s in info.message for s in CUDA_FATAL):
+            self.poisoned = True
+            info.kind = "cuda"
+        return info

@@ -1,0 +1,134 @@
+"""Selective interpretation: Triton's numpy interpreter switched on for a scope, then fully undone.
+
+Triton only interprets when `TRITON_INTERPRET=1` is set before kernels are decorated. Inside
+`interpreting()` the language is patched the way the interpreter patches it, calls to other
+`@triton.jit` functions (`tl.sum`, user device functions) run interpreted, and on exit every
+patched attribute is restored, so the same kernel objects compile normally afterwards.
+
+Two Triton defects are handled here:
+- its device-function path (`InterpretedFunction.__call__`) patches `triton.language` and never
+  restores it, which breaks every later compile in the process; we never use that path;
+- with numpy >= 2.4, Triton <= 3.8 converts 1-element arrays with `int()`, which numpy rejects, so
+  `range(0, tl.cdiv(K, BK))` over a runtime bound fails; we install the conversion Triton 3.9 uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import triton.language as tl
+from triton.language import core  # noqa: F401  (makes tl.core visible to the patcher)
+from triton.runtime import interpreter as _interp
+from triton.runtime.jit import JITFunction
+
+try:  # triton >= 3.3
+    from triton import knobs as _knobs
+except ImportError:  # pragma: no cover
+    _knobs = None
+
+_MISSING = object()
+_lock = threading.RLock()
+_depth = 0
+_saved: list[tuple[object, dict[str, Any]]] = []
+_knob_saved: Any = _MISSING
+
+
+def _anchor() -> None:
+    """A function whose globals hold `tl` and `tl.core`, for Triton's patcher."""
+
+
+def _targets() -> list[object]:
+    targets: list[object] = [tl, tl.core, tl.math, tl.core.tensor, tl.core.dtype, JITFunction,
+                             _interp.interpreter_builder]
+    desc = getattr(tl.core, "tensor_descriptor_base", None)
+    if desc is not None:
+        targets.append(desc)
+    return targets
+
+
+def _snapshot(obj: object) -> dict[str, Any]:
+    return dict(vars(obj))
+
+
+def _restore(obj: object, snap: dict[str, Any]) -> None:
+    import types
+
+    current = dict(vars(obj))
+    for name, value in current.items():
+        if name not in snap and not isinstance(value, types.ModuleType):
+            delattr(obj, name)
+    for name, value in snap.items():
+        if current.get(name, _MISSING) is not value:
+            setattr(obj, name, value)
+
+
+_rewritten: dict[Callable, Callable] = {}
+
+
+def rewritten(fn: Callable) -> Callable:
+    """The interpreter's rewrite of a raw kernel function (cached per function)."""
+    out = _rewritten.get(fn)
+    if out is None:
+        out = _interp.InterpretedFunction(fn).rewrite()
+        _rewritten[fn] = out
+    return out
+
+
+def _device_call(self: JITFunction, *args: Any, **kwargs: Any) -> Any:
+    kwargs.pop("_semantic", None)
+    return rewritten(self.fn)(*args, **kwargs)
+
+
+def _index(self: Any) -> int:
+    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
+
+
+def _enter() -> None:
+    global _saved, _knob_saved
+    _saved = [(obj, _snapshot(obj)) for obj in _targets()]
+    if _knobs is not None:
+        _knob_saved = _knobs.runtime.__dict__.get("interpret", _MISSING)
+        _knobs.runtime.__dict__["interpret"] = True  # no env change: child processes are unaffected
+    try:
+        _interp._patch_lang(_anchor)
+        tl.core.tensor.__index__ = _index
+        JITFunction.__call__ = _device_call
+    except BaseException:
+        _exit()
+        raise
+
+
+def _exit() -> None:
+    global _saved, _knob_saved
+    for obj, snap in reversed(_saved):
+        _restore(obj, snap)
+    _saved = []
+    if _knobs is not None:
+        if _knob_saved is _MISSING:
+            _knobs.runtime.__dict__.pop("interpret", None)
+        else:
+            _knobs.runtime.__dict__["interpret"] = _knob_saved
+        _knob_saved = _MISSING
+
+
+@contextlib.contextmanager
+def interpreting() -> Iterator[None]:
+    """Run the body with Triton's language patched for interpretation; re-entrant, one thread at a time."""
+    global _depth
+    with _lock:
+        if _depth == 0:
+            _enter()
+        _depth += 1
+        try:
+            yield
+        finally:
+            _depth -= 1
+            if _depth == 0:
+                _exit()
+
+
+def active() -> bool:
+    return _depth > 0

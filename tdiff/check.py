@@ -1,0 +1,284 @@
+"""`@tdiff.check`: the declaration of how a kernel is launched and what its inputs look like."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from hypothesis.strategies import SearchStrategy
+
+from . import kernels
+from .errors import DeclarationError
+
+K = TypeVar("K")
+
+CHECKS_ATTR = "__tdiff_checks__"
+
+#: keyword arguments of `check` that are settings, not input strategies
+SETTINGS = (
+    "launch", "reference", "name", "inputs", "dims", "tolerance", "tolerances", "max_examples",
+    "timeout", "check_pointers", "sample_programs", "backends", "configs",
+)
+
+
+@dataclass
+class Check:
+    """One `@tdiff.check` on one kernel."""
+
+    kernel: Any
+    launch: Callable[..., Any]
+    reference: Callable[..., Any] | None
+    strategies: dict[str, Any]
+    name: str
+    module: str
+    file: str | None
+    attr: str
+    index: int
+    inputs: Any = None  # a strategy drawing a dict of inputs
+    dims: dict[str, Any] = field(default_factory=dict)
+    tolerance: Any = None
+    tolerances: dict[str, Any] = field(default_factory=dict)
+    max_examples: int | None = None
+    timeout: float | None = None
+    check_pointers: bool = True
+    sample_programs: int | None = None
+    backends: tuple[str, ...] | None = None
+    configs: tuple[int, ...] | None = None
+
+    @property
+    def kernel_name(self) -> str:
+        return kernels.kernel_name(self.kernel)
+
+    @property
+    def id(self) -> str:
+        """Stable identity: `module::kernel[check]`."""
+        return f"{self.module}::{self.kernel_name}[{self.name}]"
+
+    @property
+    def item_name(self) -> str:
+        return f"{self.kernel_name}[{self.name}]"
+
+    def ref(self) -> TargetRef:
+        return TargetRef(self.module, self.file, self.attr, self.kernel_name, self.index)
+
+    def input_names(self) -> list[str]:
+        return list(self.strategies)
+
+    def __repr__(self) -> str:
+        return f"<tdiff check {self.id}>"
+
+
+@dataclass(frozen=True)
+class TargetRef:
+    """Finds a check again in another process: module (and file), kernel attribute, check index."""
+
+    module: str
+    file: str | None
+    attr: str
+    kernel: str
+    index: int
+
+    def resolve(self) -> Check:
+        mod = _import(self.module, self.file)
+        obj = getattr(mod, self.attr, None)
+        if not checks_of(obj):
+            obj = next((v for v in vars(mod).values() if checks_of(v) and kernels.kernel_name(v) == self.kernel),
+                       None)
+        found = checks_of(obj)
+        if not found or self.index >= len(found):
+            raise LookupError(f"kernel {self.kernel!r} with check #{self.index} not found in {self.module}")
+        return found[self.index]
+
+
+def _import(module: str, file: str | None) -> Any:
+    if module == "__main__":  # a script: load it the way multiprocessing does, without its main block
+        module = "__tdiff_main__"
+    mod = sys.modules.get(module)
+    if mod is not None:
+        return mod
+    if module == "__tdiff_main__":
+        if file is None:
+            raise ImportError("the kernel was defined in __main__ without a file")
+        return _load_file(module, file)
+    try:
+        mod = importlib.import_module(module)
+        if file is None or os.path.samefile(getattr(mod, "__file__", "") or file, file):
+            return mod
+    except (ImportError, FileNotFoundError):
+        if file is None:
+            raise
+    return _load_file(module, file)
+
+
+def _load_file(module: str, file: str) -> Any:
+    spec = importlib.util.spec_from_file_location(module, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {module} from {file}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def checks_of(obj: Any) -> list[Check]:
+    """The checks declared on a kernel object (empty for anything else)."""
+    try:
+        return list(getattr(obj, CHECKS_ATTR, None) or [])
+    except Exception:
+        return []
+
+
+def _where(kernel: Any) -> tuple[str, str | None, str]:
+    jit = kernels.jit_function(kernel)
+    fn = jit.fn
+    module = fn.__module__
+    try:
+        file = inspect.getsourcefile(fn)
+    except TypeError:
+        file = None
+    return module, file, fn.__name__
+
+
+def _accepts(fn: Callable, names: list[str], skip_first: bool) -> tuple[list[str], list[str]]:
+    """(names `fn` cannot take by keyword, required params of `fn` not in names)."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    if skip_first and params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        params = params[1:]
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
+    keywordable = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [] if var_kw else [n for n in names if n not in keywordable]
+    missing = [p.name for p in params if p.default is p.empty
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in names]
+    return unknown, missing
+
+
+def _is_strategy_like(value: Any) -> bool:
+    return isinstance(value, SearchStrategy) or hasattr(value, "depends_on")
+
+
+def check(
+    *,
+    launch: Callable[..., Any],
+    reference: Callable[..., Any] | None = None,
+    name: str | None = None,
+    inputs: SearchStrategy | None = None,
+    dims: Mapping[str, Any] | None = None,
+    tolerance: Any = None,
+    tolerances: Mapping[str, Any] | None = None,
+    max_examples: int | None = None,
+    timeout: float | None = None,
+    check_pointers: bool = True,
+    sample_programs: int | None = None,
+    backends: tuple[str, ...] | list[str] | None = None,
+    configs: tuple[int, ...] | list[int] | None = None,
+    **strategies: Any,
+) -> Callable[[K], K]:
+    """Declare how to launch a kernel and what its inputs look like; returns the kernel unchanged.
+
+    launch: `launch(kernel, **inputs)`, the user's own launch code; may return outputs.
+    reference: optional `reference(**inputs)` computing the same with torch, in place or returned.
+    inputs: a strategy drawing a dict of inputs, for inputs that depend on each other.
+    dims: named dimensions (`{"M": tst.sizes(block=16)}`) that tensor shapes refer to by name.
+    tolerance / tolerances: a `Tolerance` (or preset name) for all outputs / per output name.
+    max_examples, timeout: per-check hypothesis examples and per-case timeout in seconds.
+    check_pointers: stop and report interpreter accesses outside every allocation.
+    sample_programs: interpret only this many programs of large grids (None: tdiff's default).
+    backends: the pair of backends to compare, overriding the run's default.
+    configs: indices of the autotune configs to test (default: all).
+    Every other keyword names an input: a hypothesis strategy, a tdiff strategy, a list of
+    choices (e.g. constexpr values) or a constant.
+    """
+
+    def decorate(kernel: K) -> K:
+        if not kernels.is_kernel(kernel):
+            raise DeclarationError(
+                f"@tdiff.check must decorate a @triton.jit kernel (outermost, above @triton.autotune / "
+                f"@triton.heuristics); got {type(kernel).__name__}"
+            )
+        module, file, kname = _where(kernel)
+        where = f"@tdiff.check on kernel `{kname}` ({module})"
+        if not callable(launch):
+            raise DeclarationError(f"{where}: launch must be a callable launch(kernel, **inputs)")
+        if reference is not None and not callable(reference):
+            raise DeclarationError(f"{where}: reference must be callable")
+        strats: dict[str, Any] = {}
+        for arg, value in strategies.items():
+            if _is_strategy_like(value):
+                strats[arg] = value
+            elif isinstance(value, (list, tuple)) and value:
+                strats[arg] = ("choices", tuple(value))
+            elif isinstance(value, (bool, int, float, str)) or value is None:
+                strats[arg] = ("const", value)
+            else:
+                raise DeclarationError(
+                    f"{where}: input `{arg}`: expected a strategy, a list of choices or a constant, "
+                    f"got {type(value).__name__}"
+                )
+        if inputs is not None and not isinstance(inputs, SearchStrategy):
+            raise DeclarationError(f"{where}: inputs= must be a hypothesis strategy drawing a dict")
+        known = set(strats) | set(dims or {})
+        for arg, value in strats.items():
+            for dep in getattr(value, "depends_on", lambda: ())():
+                if dep not in known and inputs is None:
+                    raise DeclarationError(
+                        f"{where}: input `{arg}` refers to `{dep}` (like= or a named dimension), "
+                        f"which is not an input of this check"
+                    )
+            validate = getattr(value, "validate", None)
+            if validate is not None:
+                try:
+                    validate()
+                except Exception as exc:
+                    raise DeclarationError(f"{where}: input `{arg}`: {exc}") from None
+        names = list(strats)
+        if inputs is None:
+            unknown, missing = _accepts(launch, names, skip_first=True)
+            if unknown:
+                raise DeclarationError(
+                    f"{where}: launch does not accept input(s) {', '.join(map(repr, unknown))}; "
+                    f"its signature is launch{inspect.signature(launch)}"
+                )
+            if missing:
+                raise DeclarationError(
+                    f"{where}: launch requires {', '.join(map(repr, missing))}, which no strategy draws"
+                )
+            if reference is not None:
+                unknown, missing = _accepts(reference, names, skip_first=False)
+                if unknown or missing:
+                    raise DeclarationError(
+                        f"{where}: reference must accept the inputs {names}; "
+                        f"its signature is reference{inspect.signature(reference)}"
+                    )
+        n_configs = len(kernels.configs(kernel))
+        if configs is not None:
+            bad = [c for c in configs if not 0 <= c < max(n_configs, 1)]
+            if bad:
+                raise DeclarationError(f"{where}: configs {bad} do not exist (the kernel has {n_configs})")
+        for out in tolerances or {}:
+            if out not in known and not out.startswith("returned") and inputs is None:
+                raise DeclarationError(f"{where}: tolerances names `{out}`, which is not an input or 'returned'")
+        existing = checks_of(kernel)
+        cname = name or ("tdiff" if not existing else f"tdiff-{len(existing) + 1}")
+        if any(c.name == cname for c in existing):
+            raise DeclarationError(f"{where}: two checks named {cname!r}; give each a distinct name=")
+        c = Check(
+            kernel=kernel, launch=launch, reference=reference, strategies=strats, name=cname, module=module,
+            file=file, attr=kname, index=len(existing), inputs=inputs, dims=dict(dims or {}),
+            tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
+            timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
+            backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
+        )
+        try:
+            setattr(kernel, CHECKS_ATTR, [*existing, c])
+        except AttributeError as exc:  # pragma: no cover
+            raise DeclarationError(f"{where}: cannot attach a check to {type(kernel).__name__}") from exc
+        return kernel
+
+    return decorate

@@ -1,0 +1,79 @@
+"""Kernel objects: unwrap autotune/heuristics layers, list configs, rebuild a chain with a new leaf."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any
+
+from triton.runtime.autotuner import Autotuner, Config, Heuristics
+from triton.runtime.jit import JITFunction, KernelInterface
+
+
+def layers(kernel: Any) -> tuple[list[Any], JITFunction]:
+    """The wrapping layers (outermost first) and the innermost JITFunction."""
+    out: list[Any] = []
+    k = kernel
+    while not isinstance(k, JITFunction):
+        if isinstance(k, (Autotuner, Heuristics)) or (isinstance(k, KernelInterface) and hasattr(k, "fn")):
+            out.append(k)
+            k = k.fn
+        else:
+            raise TypeError(f"{kernel!r} is not a @triton.jit kernel (found {type(k).__name__})")
+    return out, k
+
+
+def is_kernel(obj: Any) -> bool:
+    try:
+        layers(obj)
+    except (TypeError, AttributeError):
+        return False
+    return True
+
+
+def jit_function(kernel: Any) -> JITFunction:
+    return layers(kernel)[1]
+
+
+def kernel_name(kernel: Any) -> str:
+    return jit_function(kernel).fn.__name__
+
+
+def configs(kernel: Any) -> list[Config]:
+    """The configs of the outermost autotuner, or [] if the kernel is not autotuned."""
+    for layer in layers(kernel)[0]:
+        if isinstance(layer, Autotuner):
+            return list(layer.configs)
+    return []
+
+
+def config_dict(config: Config) -> dict:
+    d = dict(config.all_kwargs())
+    d.pop("ir_override", None)
+    return d
+
+
+def constexpr_names(jit: JITFunction) -> list[str]:
+    return [p.name for p in jit.params if p.is_constexpr]
+
+
+def arg_names(jit: JITFunction) -> list[str]:
+    return list(inspect.signature(jit.fn).parameters)
+
+
+def rebuild(kernel: Any, leaf: Any, config: int | None) -> Any:
+    """A copy of the kernel's layers around `leaf`; an autotuner is pinned to config `config`."""
+    outer, _ = layers(kernel)
+    tuners = [layer for layer in outer if isinstance(layer, Autotuner)]
+    inner = leaf
+    for layer in reversed(outer):
+        c = copy.copy(layer)
+        c.fn = inner
+        if isinstance(layer, Autotuner):
+            index = config if (config is not None and layer is tuners[0]) else 0
+            if not 0 <= index < len(layer.configs):
+                raise ValueError(f"config #{index} does not exist: the autotuner has {len(layer.configs)}")
+            c.configs = [layer.configs[index]]
+            c.cache = {}
+        inner = c
+    return inner

@@ -1,0 +1,136 @@
+"""What a backend returns: final storages, returned values, the error, and what the interpreter saw.
+
+Plain data only, so outcomes cross process boundaries and can be compared anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+CANARY = bytes.fromhex("addec07f")  # as float32 a NaN; repeated over every guard band
+GUARD_BYTES = 256  # before and after each storage; a multiple of every alignment Triton assumes
+
+
+@dataclass
+class StorageOutcome:
+    """The final bytes of one input's whole allocation: guard band, storage, guard band."""
+
+    name: str
+    dtype: str
+    guard: int
+    data: bytes
+
+    @property
+    def storage_bytes(self) -> bytes:
+        return self.data[self.guard : len(self.data) - self.guard]
+
+    def guards(self) -> tuple[bytes, bytes]:
+        return self.data[: self.guard], self.data[len(self.data) - self.guard :]
+
+
+@dataclass
+class ReturnedTensor:
+    """A tensor the launch returned, as carrier values in its logical shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    values: np.ndarray
+
+
+@dataclass
+class ErrorInfo:
+    """Why a backend produced no outcome.
+
+    kind: "exception", "crash" (the worker died), "timeout", "limitation" (the interpreter
+    does not support a feature) or "setup" (tdiff could not run the case).
+    """
+
+    kind: str
+    message: str
+    where: str = ""
+    details: str = ""
+
+    def summary(self) -> str:
+        loc = f" at {self.where}" if self.where else ""
+        return f"{self.kind}{loc}: {self.message}"
+
+
+@dataclass
+class LaunchRecord:
+    """One kernel launch made by the user's `launch` function."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    args: list[dict]
+    kwargs: dict[str, dict]
+    config: dict | None = None  # launch options (num_warps, ...) passed besides the kernel's arguments
+    module: str = ""
+
+
+@dataclass
+class Violation:
+    """An access the interpreter stopped: outside every allocation, or into a guard band."""
+
+    op: str  # "load", "store" or "atomic"
+    program: tuple[int, int, int]
+    count: int
+    address: int
+    where: str  # human description: "12 bytes after the storage of `y`" or "no allocation"
+    line: str = ""
+
+
+@dataclass
+class UBEvent:
+    """Undefined behaviour the interpreter saw, e.g. a float-to-int cast out of range."""
+
+    what: str
+    program: tuple[int, int, int]
+    count: int
+    example: str
+    line: str = ""
+
+
+@dataclass
+class Trace:
+    """What the instrumented interpreter recorded during a run."""
+
+    ops: set[str] = field(default_factory=set)
+    # per input name: int32 array over storage elements; -1 = not written, else linear program id
+    writers: dict[str, np.ndarray] = field(default_factory=dict)
+    # per input name: elements written by more than one program (non-atomic stores)
+    conflicts: dict[str, int] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    ub: list[UBEvent] = field(default_factory=list)
+    programs_run: list[tuple[int, int, int]] = field(default_factory=list)
+    sampled: bool = False
+    atomics: bool = False
+
+
+@dataclass
+class Outcome:
+    """Everything one backend produced for one case."""
+
+    backend: str
+    storages: dict[str, StorageOutcome] = field(default_factory=dict)
+    returned: Any = None
+    error: ErrorInfo | None = None
+    launches: list[LaunchRecord] = field(default_factory=list)
+    trace: Trace | None = None
+    seconds: float = 0.0
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+    compiles: int = 0
+    compile_seconds: float = 0.0
+    device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
+    # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
+    returned_args: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def grid(self) -> tuple[int, int, int] | None:
+        return self.launches[-1].grid if self.launches else None

@@ -1,0 +1,241 @@
+"""The launch plan: a case turned into guarded allocations on one device, and back into an outcome."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import dtypes
+from .case import Case, TensorArg
+from .outcome import CANARY, GUARD_BYTES, LaunchRecord, ReturnedTensor, StorageOutcome
+
+
+@dataclass
+class Allocation:
+    """One input tensor rebuilt inside a buffer with guard bands before and after its storage."""
+
+    name: str
+    arg: TensorArg
+    buffer: torch.Tensor  # uint8, guard + storage + guard
+    view: torch.Tensor
+
+    @property
+    def base(self) -> int:
+        """Address of the first storage byte."""
+        return self.buffer.data_ptr() + GUARD_BYTES
+
+    @property
+    def nbytes(self) -> int:
+        return self.arg.nbytes
+
+    def locate(self, address: int) -> str | None:
+        """Describe `address` relative to this allocation, or None if it is far away."""
+        lo, hi = self.base, self.base + self.nbytes
+        if lo <= address < hi:
+            return f"element {(address - lo) // self.arg.dt.itemsize} of the storage of `{self.name}`"
+        if lo - GUARD_BYTES <= address < lo:
+            return f"{lo - address} bytes before the storage of `{self.name}`"
+        if hi <= address < hi + GUARD_BYTES:
+            return f"{address - hi} bytes after the storage of `{self.name}`"
+        return None
+
+
+def canary(nbytes: int) -> np.ndarray:
+    reps = -(-nbytes // len(CANARY))
+    return np.frombuffer(CANARY * reps, dtype=np.uint8)[:nbytes].copy()
+
+
+def allocate(name: str, arg: TensorArg, device: str | torch.device, upcast: bool = False) -> Allocation:
+    """Rebuild `arg` on `device` with its exact strides and offset, guarded by canaries.
+
+    With `upcast`, floating inputs are widened to float64 (for the float64 oracle).
+    """
+    if upcast and arg.dt.is_float and arg.dt.name != "float64":
+        f64 = dtypes.as_float64(arg.storage, arg.dt)
+        arg = TensorArg("float64", arg.shape, arg.strides, arg.offset, f64, arg.layout)
+    dt = arg.dt
+    raw = np.ascontiguousarray(arg.storage).view(np.uint8).reshape(-1)
+    host = np.concatenate([canary(GUARD_BYTES), raw, canary(GUARD_BYTES)])
+    buffer = torch.from_numpy(host).to(device)
+    typed = buffer[GUARD_BYTES : GUARD_BYTES + raw.size].view(dt.torch)
+    view = typed.as_strided(arg.shape, arg.strides, typed.storage_offset() + arg.offset)
+    return Allocation(name, arg, buffer, view)
+
+
+class LaunchPlan:
+    """All allocations of one case on one device, and the inputs to hand to `launch`."""
+
+    def __init__(self, case: Case, device: str | torch.device = "cpu", upcast: bool = False) -> None:
+        self.case = case
+        self.device = torch.device(device)
+        self.allocations: dict[str, Allocation] = {}
+        self.inputs: dict[str, Any] = {}
+        for name, value in case.inputs.items():
+            self.inputs[name] = self._materialize(name, value, upcast)
+
+    def _materialize(self, name: str, value: Any, upcast: bool) -> Any:
+        if isinstance(value, TensorArg):
+            alloc = allocate(name, value, self.device, upcast)
+            self.allocations[name] = alloc
+            return alloc.view
+        if isinstance(value, tuple):
+            return tuple(self._materialize(f"{name}.{i}", v, upcast) for i, v in enumerate(value))
+        if isinstance(value, list):
+            return [self._materialize(f"{name}.{i}", v, upcast) for i, v in enumerate(value)]
+        return value
+
+    def locate(self, address: int) -> str:
+        for alloc in self.allocations.values():
+            where = alloc.locate(address)
+            if where is not None:
+                return where
+        return "outside every allocation"
+
+    def snapshot(self) -> dict[str, StorageOutcome]:
+        """Final bytes of every allocation, guard bands included."""
+        out = {}
+        for name, alloc in self.allocations.items():
+            data = alloc.buffer.cpu().numpy().tobytes()
+            out[name] = StorageOutcome(name, alloc.arg.dtype, GUARD_BYTES, data)
+        return out
+
+    def describe_arg(self, value: Any) -> dict:
+        """How a launch argument relates to the case, for launch records and reproducers."""
+        if isinstance(value, torch.Tensor):
+            ptr = value.data_ptr()
+            for name, alloc in self.allocations.items():
+                if alloc.base <= ptr <= alloc.base + alloc.nbytes and alloc.view.dtype == value.dtype:
+                    offset = (ptr - alloc.base) // value.element_size()
+                    return {"kind": "input", "name": name, "shape": list(value.shape),
+                            "strides": list(value.stride()), "offset": int(offset),
+                            "dtype": dtypes.dtype(value.dtype).name}
+            return {"kind": "tensor", **describe_new_tensor(value)}
+        return describe_scalar(value)
+
+
+def describe_new_tensor(t: torch.Tensor) -> dict:
+    """A tensor the launch allocated itself: its layout and its content at launch time."""
+    storage_elems = t.untyped_storage().nbytes() // t.element_size()
+    base = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage(), 0, (storage_elems,), (1,))
+    return {
+        "dtype": dtypes.dtype(t.dtype).name,
+        "shape": list(t.shape),
+        "strides": list(t.stride()),
+        "offset": int(t.storage_offset()),
+        "storage": dtypes.from_torch(base),
+    }
+
+
+def describe_scalar(value: Any) -> dict:
+    if isinstance(value, (bool, int, str, type(None))):
+        return {"kind": "scalar", "value": value}
+    if isinstance(value, float):
+        return {"kind": "float", "value": value.hex()}
+    if isinstance(value, torch.dtype):
+        return {"kind": "dtype", "value": str(value)}
+    if isinstance(value, (tuple, list)):
+        return {"kind": "tuple", "items": [describe_scalar(v) for v in value]}
+    return {"kind": "opaque", "value": repr(value)}
+
+
+def capture_returned(value: Any) -> Any:
+    """Returned values as plain data: tensors to host arrays; objects that are not data to None."""
+    if isinstance(value, torch.Tensor):
+        dt = dtypes.dtype(value.dtype)
+        return ReturnedTensor(dt.name, tuple(value.shape), dtypes.from_torch(value))
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, (tuple, list)):
+        return type(value)(capture_returned(v) for v in value)
+    if isinstance(value, Mapping):
+        return {k: capture_returned(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return ReturnedTensor(str(value.dtype), tuple(value.shape), value.copy())
+    return None  # e.g. the CompiledKernel handle a launch returns: not data
+
+
+@contextlib.contextmanager
+def deterministic_empty() -> Iterator[None]:
+    """Make `torch.empty` fill new memory (NaN / max int), so unwritten outputs compare equal."""
+    det = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(det, warn_only=warn_only)
+            torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+def grid3(grid: Any) -> tuple[int, int, int]:
+    g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+    if not 1 <= len(g) <= 3:
+        raise ValueError(f"grid must have 1 to 3 dimensions, got {grid!r}")
+    return (g + (1, 1, 1))[:3]  # type: ignore[return-value]
+
+
+def launch_record(jit: Any, grid: tuple[int, int, int], args: tuple, kwargs: dict,
+                  plan: LaunchPlan | None, config: dict | None = None) -> LaunchRecord:
+    describe = plan.describe_arg if plan is not None else describe_scalar
+    fn = jit.fn
+    return LaunchRecord(fn.__name__, grid, [describe(a) for a in args],
+                        {k: describe(v) for k, v in kwargs.items()}, config or None, fn.__module__)
+
+
+@contextlib.contextmanager
+def route_launches(handler: Any) -> Iterator[None]:
+    """Send every `JITFunction.run` (any @triton.jit kernel launched in the body) to `handler`."""
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.__dict__["run"]
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        return handler(self, original, args, grid, warmup, kwargs)
+
+    JITFunction.run = run
+    try:
+        yield
+    finally:
+        JITFunction.run = original
+
+
+class LiveArgs:
+    """Tensors passed to launches, so returned tensors can be traced to a launch argument."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[int, str, Any]] = []
+
+    def add(self, launch: int, args: tuple, kwargs: dict) -> None:
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                self.items.append((launch, str(i), a))
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                self.items.append((launch, k, v))
+
+    def locate(self, returned: Any, path: str = "returned") -> dict[str, dict]:
+        out: dict[str, dict] = {}
+        if isinstance(returned, torch.Tensor):
+            ptr = returned.untyped_storage().data_ptr()
+            for launch, key, t in self.items:
+                if t.untyped_storage().data_ptr() == ptr:
+                    out[path] = {"launch": launch, "arg": key, "offset": int(returned.storage_offset()),
+                                 "shape": list(returned.shape), "strides": list(returned.stride())}
+                    break
+        elif isinstance(returned, (tuple, list)):
+            for i, v in enumerate(returned):
+                out.update(self.locate(v, f"{path}[{i}]"))
+        elif isinstance(returned, Mapping):
+            for k, v in returned.items():
+                out.update(self.locate(v, f"{path}[{k!r}]"))
+        return out

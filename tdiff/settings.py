@@ -1,0 +1,72 @@
+"""Run options and hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity
+from hypothesis import settings as hsettings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+#: name -> (max_examples, derandomize, use the example database)
+PROFILES: dict[str, tuple[int, bool, bool]] = {
+    "ci": (20, True, False),
+    "dev": (50, False, True),
+    "thorough": (400, False, True),
+}
+
+
+def default_profile() -> str:
+    return "ci" if os.environ.get("CI") else "dev"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run draws, executes, judges and records cases."""
+
+    backends: tuple[str, str] | None = None  # None: compiled vs interpreter with a GPU, else interpreter vs reference
+    profile: str = field(default_factory=default_profile)
+    max_examples: int | None = None
+    seed: int | None = None
+    timeout: float = 60.0  # per case and backend, seconds
+    isolation: str = "process"  # "process" (workers) or "none" (in this process)
+    corpus_dir: Path | None = Path("corpus")
+    repro_dir: Path | None = Path("tdiff-out")
+    replay: bool = True  # replay corpus entries before drawing new cases
+    shrink_budget: float = 60.0
+    verdict: bool = True
+    sample_threshold: int = 64  # grids with more programs than this are sampled by the interpreter
+    sample_size: int = 8  # random programs interpreted besides first, last and mask-tail ones
+    database: Any = None  # a hypothesis ExampleDatabase; None: the profile decides
+    gpu: int | None = None
+
+    def with_(self, **changes: Any) -> RunOptions:
+        return replace(self, **changes)
+
+
+def hypothesis_settings(opts: RunOptions, max_examples: int | None = None) -> hsettings:
+    if opts.profile not in PROFILES:
+        raise ValueError(f"unknown profile {opts.profile!r}: {', '.join(PROFILES)}")
+    n, derandomize, use_db = PROFILES[opts.profile]
+    n = max_examples or opts.max_examples or n
+    if opts.database is not None:
+        db = opts.database
+    elif use_db and not os.environ.get("CI"):
+        db = DirectoryBasedExampleDatabase(".hypothesis/tdiff")
+    else:
+        db = None
+    return hsettings(
+        max_examples=n,
+        derandomize=derandomize and opts.seed is None,
+        database=db,
+        deadline=None,  # a first compile takes up to half a second; never a reason to fail
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                               HealthCheck.large_base_example],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )

@@ -1,0 +1,125 @@
+"""Shrinking beyond hypothesis: contiguous layouts, zeroed values, and the programs that matter.
+
+Hypothesis has already shrunk the draw (shapes, dtypes, specials). Here the concrete case is
+reduced further while it still diverges the same way (a mismatch of the same kind on the same
+output), within a time budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .case import Case, TensorArg, contiguous_strides
+from .compare import Comparison
+
+Evaluate = Callable[[Case], "Comparison | None"]
+
+
+@dataclass
+class ShrinkInfo:
+    before: tuple[int, int, int]  # (tensors, elements in views, programs)
+    after: tuple[int, int, int]
+    seconds: float
+    steps: list[str] = field(default_factory=list)
+    evaluations: int = 0
+    out_of_time: bool = False
+    programs: list[int] = field(default_factory=list)  # linear ids of the programs that wrote mismatches
+
+    def describe(self) -> str:
+        b, a = self.before, self.after
+        text = (f"{b[1]} elements in {b[0]} tensor(s), {b[2]} program(s) -> {a[1]} elements, {a[2]} program(s) "
+                f"in {self.seconds:.2f} s ({self.evaluations} runs")
+        if self.steps:
+            text += "; " + ", ".join(self.steps)
+        if self.out_of_time:
+            text += "; stopped at the time budget"
+        return text + ")"
+
+
+def signature(cmp: Comparison) -> set[tuple[str, str]]:
+    return {(m.kind, m.target) for m in cmp.mismatches}
+
+
+def _programs(cmp: Comparison) -> int:
+    g = cmp.a.grid() or cmp.b.grid()
+    return g[0] * g[1] * g[2] if g else 0
+
+
+def _size(case: Case, cmp: Comparison) -> tuple[int, int, int]:
+    t = case.tensors()
+    return len(t), sum(x.numel for x in t.values()), _programs(cmp)
+
+
+def contiguous(arg: TensorArg) -> TensorArg:
+    """The same values in a fresh contiguous storage."""
+    vals = arg.values().reshape(-1)
+    storage = vals.copy() if vals.size else np.zeros(1, arg.storage.dtype)
+    return TensorArg(arg.dtype, arg.shape, contiguous_strides(arg.shape), 0, storage, "contiguous", arg.tags)
+
+
+def zero(arg: TensorArg, positions: np.ndarray) -> TensorArg:
+    """`arg` with the view elements at flat `positions` set to zero."""
+    vals = arg.values().reshape(-1).copy()
+    vals[positions] = np.zeros(1, vals.dtype)[0]
+    return arg.with_values(vals.reshape(arg.shape))
+
+
+def shrink(case: Case, cmp: Comparison, evaluate: Evaluate, budget: float = 60.0) -> tuple[Case, Comparison, ShrinkInfo]:
+    """Reduce `case` while `evaluate(case)` still diverges like `cmp`; stop after `budget` seconds."""
+    t0 = time.perf_counter()
+    info = ShrinkInfo(_size(case, cmp), _size(case, cmp), 0.0)
+    want = signature(cmp)
+
+    def attempt(candidate: Case) -> Comparison | None:
+        if time.perf_counter() - t0 > budget:
+            info.out_of_time = True
+            return None
+        info.evaluations += 1
+        got = evaluate(candidate)
+        if got is not None and not got.ok and signature(got) & want:
+            return got
+        return None
+
+    # 1. layouts: contiguous wherever that still fails
+    for name, arg in case.tensors().items():
+        if arg.layout == "contiguous" and arg.offset == 0:
+            continue
+        candidate = Case({**case.inputs, name: contiguous(arg)}, case.config, case.dims)
+        got = attempt(candidate)
+        if got is not None:
+            case, cmp = candidate, got
+            info.steps.append(f"`{name}` made contiguous")
+    # 2. values: zero everything that does not matter, in halving chunks
+    for name in list(case.tensors()):
+        arg = case.tensors()[name]
+        n = arg.numel
+        if n == 0:
+            continue
+        zeroed = 0
+        chunk = n
+        while chunk >= 1 and not info.out_of_time:
+            for start in range(0, n, chunk):
+                arg = case.tensors()[name]
+                vals = arg.values().reshape(-1)
+                pos = np.arange(start, min(start + chunk, n))
+                pos = pos[vals[pos].astype(np.float64) != 0] if vals.dtype != np.bool_ else pos[vals[pos]]
+                if pos.size == 0:
+                    continue
+                candidate = Case({**case.inputs, name: zero(arg, pos)}, case.config, case.dims)
+                got = attempt(candidate)
+                if got is not None:
+                    case, cmp = candidate, got
+                    zeroed += int(pos.size)
+            if chunk == 1 or info.evaluations > 200:
+                break
+            chunk = max(1, chunk // 2)
+        if zeroed:
+            info.steps.append(f"{zeroed} value(s) of `{name}` zeroed")
+    info.after = _size(case, cmp)
+    info.programs = sorted({p for m in cmp.mismatches for p, _ in m.programs if p >= 0})
+    info.seconds = time.perf_counter() - t0
+    return case, cmp, info

@@ -1,0 +1,56 @@
+"""Integer strategies aimed at masks and Triton's specialization classes."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
+
+
+def _within(values: list[int], lo: int, hi: int) -> list[int]:
+    return sorted({v for v in values if lo <= v <= hi})
+
+
+def sizes(block: int | None = None, *, min_value: int = 1, max_value: int | None = None,
+          max_blocks: int = 4) -> st.SearchStrategy[int]:
+    """Sizes that exercise masked tails: 1, small primes, and k*B-1, k*B, k*B+1 for a block size B.
+
+    Without `block`, the neighbours of 16, 32 and 64 are used. Shrinks towards `min_value`.
+    """
+    if block is not None and block < 1:
+        raise ValueError("block must be positive")
+    blocks = [block] if block else [16, 32, 64]
+    top = max_value if max_value is not None else max(blocks) * max_blocks + 1
+    if top < min_value:
+        raise ValueError(f"max_value {max_value} < min_value {min_value}")
+    edges = [1, *SMALL_PRIMES]
+    for b in blocks:
+        for k in range(1, max_blocks + 1):
+            edges += [k * b - 1, k * b, k * b + 1]
+    special = _within(edges, min_value, top)
+    plain = st.integers(min_value, top)
+    return st.one_of(st.sampled_from(special), plain) if special else plain
+
+
+def ints(min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int]:
+    """Integers hitting each class Triton specializes on: equal to 1, divisible by 16, odd, other."""
+    special = _within([1, 16, 32, 48, 64, 3, 7, 17, 33, 2, 6, 24, 0, -1], min_value, max_value)
+    plain = st.integers(min_value, max_value)
+    return st.one_of(st.sampled_from(special), plain) if special else plain
+
+
+def specialization(n: int) -> str:
+    """The class Triton compiles separately for an integer argument."""
+    if n == 1:
+        return "eq1"
+    if n % 16 == 0:
+        return "div16"
+    return "odd" if n % 2 else "other"
+
+
+def sides(min_side: int = 1, max_side: int = 64) -> st.SearchStrategy[int]:
+    """Tensor sides: small and odd sizes first, powers of two and their neighbours."""
+    edges = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257]
+    special = _within(edges, min_side, max_side)
+    plain = st.integers(min_side, max_side)
+    return st.one_of(st.sampled_from(special), plain) if special else plain

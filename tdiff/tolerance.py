@@ -1,0 +1,122 @@
+"""Tolerances by dtype and by the kinds of operation a kernel performs.
+
+An element pair (a, b) agrees when
+
+    |a - b| <= atol + rtol * min(|a|, |b|) + scale * S
+
+where S is the smaller of the two sides' largest finite magnitude over the whole tensor (so
+cancellation near zero is judged against the size of the data, and garbage on one side does
+not widen the tolerance). NaN agrees with NaN at the same position (payloads are ignored);
+infinities must match in sign; -0.0 equals 0.0 unless `signed_zero=True`. `exact` compares
+bits (NaN payloads aside): integers, bool and kernels doing pure data movement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .dtypes import DType, dtype
+
+TF32_EPS = 2.0**-10
+
+#: op classes the interpreter reports (see backends.interpreter) and their tolerance class
+OP_CLASS = {
+    "farith": "arith", "transcendental": "transcendental", "reduce": "reduce", "scan": "reduce",
+    "atomic": "reduce", "dot:tf32": "tf32", "dot:ieee": "reduce", "dot:lowp": "reduce", "dot": "reduce",
+}
+
+# (rtol, scale) as multiples of the output dtype's eps, by dtype width; then absolute floors
+_MULT = {
+    "arith": {64: (8, 8), 32: (8, 16), 16: (2, 4), 8: (1, 2)},
+    "transcendental": {64: (16, 16), 32: (16, 16), 16: (2, 4), 8: (1, 2)},
+    "reduce": {64: (16, 64), 32: (16, 64), 16: (2, 4), 8: (1, 2)},
+    "tf32": {64: (16, 64), 32: (16, 64), 16: (2, 4), 8: (1, 2)},
+}
+_FLOOR = {  # (rtol, scale) floors for float32 and narrower: fast approximations, tf32
+    "transcendental": (1e-4, 1e-4),
+    "tf32": (2e-3, 2e-3),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far two values may differ. Build with `Tolerance(...)` or `Tolerance.preset(name, dtype)`."""
+
+    rtol: float = 0.0
+    atol: float = 0.0
+    scale: float = 0.0
+    exact: bool = False
+    signed_zero: bool = False
+    name: str = "custom"
+
+    @classmethod
+    def preset(cls, name: str, dt: str | DType = "float32") -> Tolerance:
+        """`exact`, `arith`, `transcendental`, `reduce` or `tf32`, for a dtype."""
+        dt = dtype(dt)
+        if name == "exact" or not dt.is_float:
+            return cls(exact=True, name="exact")
+        if name not in _MULT:
+            raise ValueError(f"unknown tolerance preset {name!r}: exact, {', '.join(_MULT)}")
+        width = min(64, max(8, dt.bits))
+        rm, sm = _MULT[name][width]
+        rtol, scale = rm * dt.eps, sm * dt.eps
+        if name in _FLOOR and dt.bits <= 32:
+            fr, fs = _FLOOR[name]
+            rtol, scale = max(rtol, fr), max(scale, fs)
+        return cls(rtol=rtol, atol=dt.tiny, scale=scale, name=f"{name}/{dt.name}")
+
+    def loosened(self, factor: float) -> Tolerance:
+        if self.exact:
+            return self
+        return replace(self, rtol=self.rtol * factor, scale=self.scale * factor, name=f"{self.name}x{factor:g}")
+
+    def describe(self) -> str:
+        if self.exact:
+            return "exact"
+        return f"{self.name} (rtol={self.rtol:.3g}, scale={self.scale:.3g}, atol={self.atol:.3g})"
+
+
+def combine(tols: Iterable[Tolerance]) -> Tolerance:
+    """The loosest of several tolerances."""
+    tols = list(tols)
+    if not tols:
+        return Tolerance(exact=True, name="exact")
+    if all(t.exact for t in tols):
+        return tols[0]
+    loose = [t for t in tols if not t.exact]
+    return Tolerance(rtol=max(t.rtol for t in loose), atol=max(t.atol for t in loose),
+                     scale=max(t.scale for t in loose), signed_zero=any(t.signed_zero for t in loose),
+                     name="+".join(sorted({t.name.split("/")[0] for t in loose})) + f"/{loose[0].name.split('/')[-1]}")
+
+
+def from_ops(ops: set[str] | None, dt: str | DType) -> Tolerance:
+    """The default tolerance for an output of dtype `dt` of a kernel that performed `ops`.
+
+    `ops=None` means unknown (no interpreter ran): all floating classes but tf32 are assumed.
+    """
+    dt = dtype(dt)
+    if not dt.is_float:
+        return Tolerance(exact=True, name="exact")
+    if ops is None:
+        classes = {"arith", "transcendental", "reduce"}
+    else:
+        classes = {OP_CLASS[o] for o in ops if o in OP_CLASS}
+    if not classes:
+        return Tolerance(exact=True, name="exact")
+    return combine(Tolerance.preset(c, dt) for c in sorted(classes))
+
+
+def resolve(override: Any, default: Tolerance, dt: str | DType) -> Tolerance:
+    """Apply a user override: a Tolerance, a preset name, or a dict of Tolerance fields."""
+    if override is None:
+        return default
+    if isinstance(override, Tolerance):
+        return override
+    if isinstance(override, str):
+        return Tolerance.preset(override, dt)
+    if isinstance(override, Mapping):
+        base = default if not default.exact else Tolerance(name="custom")
+        return replace(base, **dict(override), name="custom")
+    raise TypeError(f"a tolerance must be a Tolerance, a preset name or a dict, not {type(override).__name__}")

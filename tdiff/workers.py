@@ -1,0 +1,261 @@
+"""Isolated execution: one long-lived worker process per lane; a crash or hang fails one case only.
+
+Workers are started with `subprocess` (a fresh interpreter, never `fork`, so CUDA is safe) and
+talk over a pipe. A worker that crashes, times out or reports its CUDA context poisoned is
+replaced on the next request; healthy workers are reused for every case.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from .backends.base import BackendSpec
+from .backends.run import run_case
+from .case import Case
+from .outcome import ErrorInfo, Outcome
+
+OUTPUT_TAIL = 20_000
+# the worker sees this process's sys.path before importing tdiff (which may not be installed)
+_BOOT = ("import json, os, sys; sys.path[:0] = [p for p in json.loads(os.environ['TDIFF_SYS_PATH']) "
+         "if p not in sys.path]; from tdiff._worker import main; main()")
+
+
+@dataclass
+class Job:
+    target: Any  # a TargetRef (resolved in the worker) or, in-process, a check
+    spec: BackendSpec
+    case: Case
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class Worker:
+    """One child process serving jobs for one lane."""
+
+    def __init__(self, lane: str, env: dict[str, str]) -> None:
+        self.lane = lane
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.conn_out: Connection | None = None
+        self.conn_in: Connection | None = None
+        self.log = None
+        self.log_pos = 0
+        self.starts = 0
+        self.pending = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.stop()
+        r1, w1 = os.pipe()
+        r2, w2 = os.pipe()
+        self.log = tempfile.TemporaryFile(prefix=f"tdiff-{self.lane}-")  # noqa: SIM115 (lives with the worker)
+        self.log_pos = 0
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, str(r1), str(w2)],
+            pass_fds=(r1, w2), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=self.env,
+        )
+        os.close(r1)
+        os.close(w2)
+        self.conn_out = Connection(w1, readable=False)
+        self.conn_in = Connection(r2, writable=False)
+        self.starts += 1
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.conn_out.send(None)  # type: ignore[union-attr]
+                self.proc.wait(timeout=2)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        for c in (self.conn_out, self.conn_in):
+            if c is not None:
+                c.close()
+        self.proc, self.conn_out, self.conn_in = None, None, None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stop()
+
+    def output(self) -> str:
+        if self.log is None:
+            return ""
+        end = os.fstat(self.log.fileno()).st_size
+        start = max(self.log_pos, end - OUTPUT_TAIL)
+        data = os.pread(self.log.fileno(), end - start, start) if end > start else b""
+        self.log_pos = end
+        return data.decode("utf-8", "replace")
+
+    def submit(self, job: Job) -> None:
+        if not self.alive:
+            self.start()
+        try:
+            self.conn_out.send(job)  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            self.start()
+            self.conn_out.send(job)  # type: ignore[union-attr]
+        self.pending = True
+
+    def collect(self, job: Job, deadline: float) -> Outcome:
+        """Wait for the reply to `job`; a timeout or crash becomes a failed outcome."""
+        self.pending = False
+        conn = self.conn_in
+        assert conn is not None and self.proc is not None
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            ready = conn.poll(remaining)
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            limit = remaining if remaining > 0 else 0
+            self.kill_keep_log()
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("timeout", f"no result after the per-case timeout ({limit:.0f} s left); "
+                                  "the worker was killed", details=self.output())
+            self.stop()
+            return out
+        try:
+            outcome, healthy = conn.recv()
+        except (EOFError, OSError, ConnectionResetError):
+            code = self.proc.wait()
+            why = f"the worker died with {_signal_name(code)}" if code < 0 else f"the worker exited with {code}"
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("crash", why, details=self.output())
+            self.stop()
+            return out
+        outcome.output = self.output()
+        if not healthy:
+            self.stop()  # the CUDA context is poisoned: start afresh next time
+        return outcome
+
+    def kill_keep_log(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Pool:
+    """Workers by lane ("gpu", "cpu", "ref"); jobs on different lanes run at the same time."""
+
+    def __init__(self, gpu: int | None = None, threads: int = 1) -> None:
+        self.gpu = gpu
+        self.threads = threads
+        self.workers: dict[str, Worker] = {}
+        self.closed = False
+
+    def _env(self, lane: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["TDIFF_SYS_PATH"] = json.dumps(sys.path)
+        env["TDIFF_WORKER"] = lane
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        env.setdefault("OMP_NUM_THREADS", str(self.threads))
+        env.pop("TRITON_INTERPRET", None)
+        if lane != "gpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
+        elif self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        return env
+
+    def worker(self, lane: str) -> Worker:
+        w = self.workers.get(lane)
+        if w is None:
+            w = self.workers[lane] = Worker(lane, self._env(lane))
+        return w
+
+    def warm(self, lanes: Sequence[str]) -> None:
+        """Start workers early so their imports overlap with other work."""
+        for lane in lanes:
+            w = self.worker(lane)
+            if not w.alive:
+                w.start()
+
+    def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
+        """Run jobs, each on its spec's lane; jobs of one lane run one after another."""
+        results: list[Outcome | None] = [None] * len(jobs)
+        queue = list(enumerate(jobs))
+        while queue:
+            batch, rest, used = [], [], set()
+            for i, job in queue:
+                (rest if job.spec.lane in used else batch).append((i, job))
+                used.add(job.spec.lane)
+            for _, job in batch:
+                self.worker(job.spec.lane).submit(job)
+            deadline = time.monotonic() + timeout
+            for i, job in batch:
+                results[i] = self.worker(job.spec.lane).collect(job, deadline)
+                deadline = max(deadline, time.monotonic())
+            queue = rest
+        return results  # type: ignore[return-value]
+
+    def run(self, job: Job, timeout: float) -> Outcome:
+        return self.run_many([job], timeout)[0]
+
+    def restarts(self) -> int:
+        return sum(max(0, w.starts - 1) for w in self.workers.values())
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.stop()
+        self.workers.clear()
+        self.closed = True
+
+
+class InProcess:
+    """Runs jobs in this process: fastest, but a crash or hang takes the process down."""
+
+    def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
+        return [run_case(job.target, job.spec, job.case)[0] for job in jobs]
+
+    def run(self, job: Job, timeout: float) -> Outcome:
+        return self.run_many([job], timeout)[0]
+
+    def warm(self, lanes: Sequence[str]) -> None:
+        pass
+
+    def restarts(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+_shared: dict[tuple, Pool] = {}
+
+
+def shared_pool(gpu: int | None = None) -> Pool:
+    """A process-wide pool, closed at exit."""
+    key = (gpu,)
+    pool = _shared.get(key)
+    if pool is None or pool.closed:
+        pool = _shared[key] = Pool(gpu=gpu)
+    return pool
+
+
+@atexit.register
+def _close_shared() -> None:
+    for pool in _shared.values():
+        pool.close()

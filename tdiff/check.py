@@ -23,7 +23,7 @@ CHECKS_ATTR = "__tdiff_checks__"
 #: keyword arguments of `check` that are settings, not input strategies
 SETTINGS = (
     "launch", "reference", "name", "inputs", "dims", "tolerance", "tolerances", "max_examples",
-    "timeout", "check_pointers", "sample_programs", "backends", "configs",
+    "timeout", "check_pointers", "sample_programs", "backends", "configs", "marks",
 )
 
 
@@ -50,6 +50,7 @@ class Check:
     sample_programs: int | None = None
     backends: tuple[str, ...] | None = None
     configs: tuple[int, ...] | None = None
+    marks: tuple[Any, ...] = ()
 
     @property
     def kernel_name(self) -> str:
@@ -65,7 +66,7 @@ class Check:
         return f"{self.kernel_name}[{self.name}]"
 
     def ref(self) -> TargetRef:
-        return TargetRef(self.module, self.file, self.attr, self.kernel_name, self.index)
+        return TargetRef(self.module, self.file, self.attr, self.kernel_name, self.index, self.name)
 
     def input_names(self) -> list[str]:
         return list(self.strategies)
@@ -83,17 +84,16 @@ class TargetRef:
     attr: str
     kernel: str
     index: int
+    name: str = "tdiff"
 
     def resolve(self) -> Check:
         mod = _import(self.module, self.file)
-        obj = getattr(mod, self.attr, None)
-        if not checks_of(obj):
-            obj = next((v for v in vars(mod).values() if checks_of(v) and kernels.kernel_name(v) == self.kernel),
-                       None)
-        found = checks_of(obj)
-        if not found or self.index >= len(found):
-            raise LookupError(f"kernel {self.kernel!r} with check #{self.index} not found in {self.module}")
-        return found[self.index]
+        candidates = [getattr(mod, self.attr, None), *vars(mod).values()]
+        for obj in candidates:
+            for c in checks_of(obj):
+                if c.name == self.name and c.kernel_name == self.kernel:
+                    return c
+        raise LookupError(f"check {self.name!r} of kernel {self.kernel!r} not found in {self.module}")
 
 
 def _import(module: str, file: str | None) -> Any:
@@ -178,6 +178,7 @@ def check(
     sample_programs: int | None = None,
     backends: tuple[str, ...] | list[str] | None = None,
     configs: tuple[int, ...] | list[int] | None = None,
+    marks: tuple[Any, ...] | list[Any] = (),
     **strategies: Any,
 ) -> Callable[[K], K]:
     """Declare how to launch a kernel and what its inputs look like; returns the kernel unchanged.
@@ -192,6 +193,7 @@ def check(
     sample_programs: interpret only this many programs of large grids (None: tdiff's default).
     backends: the pair of backends to compare, overriding the run's default.
     configs: indices of the autotune configs to test (default: all).
+    marks: pytest marks for the check's test item (e.g. `pytest.mark.slow`).
     Every other keyword names an input: a hypothesis strategy, a tdiff strategy, a list of
     choices (e.g. constexpr values) or a constant.
     """
@@ -274,6 +276,7 @@ def check(
             tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
             timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
             backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
+            marks=tuple(marks),
         )
         try:
             setattr(kernel, CHECKS_ATTR, [*existing, c])

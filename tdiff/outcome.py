@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-CANARY = bytes.fromhex("addec07f")  # as float32 a NaN; repeated over every guard band
+CANARY = b"\xa5" * 4  # repeated over every guard band; an odd finite value in every float type (read + write shows)
 GUARD_BYTES = 256  # before and after each storage; a multiple of every alignment Triton assumes
 
 

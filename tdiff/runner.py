@@ -68,6 +68,7 @@ class CheckResult:
     compile_seconds: float = 0.0
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/"error")
     wall: float = 0.0
+    pair_note: str | None = None  # why these backends (e.g. no GPU)
 
     @property
     def failures(self) -> list[Divergence]:
@@ -157,9 +158,7 @@ class Runner:
         if self.options.backends and not check.backends:
             pair = self.options.backends
             note = None
-        result = CheckResult(check.id, check.item_name, pair)
-        if note:
-            result.notes.append(note)
+        result = CheckResult(check.id, check.item_name, pair, pair_note=note)
         if isinstance(self.executor, Pool):
             self.executor.warm([self.spec(check, s).lane for s in pair])
         try:
@@ -179,7 +178,7 @@ class Runner:
         if result.status != "error":
             if result.failures:
                 result.status = "failed"
-            elif result.cases == 0 and not result.replayed:
+            elif result.cases - sum(result.discarded.values()) <= 0 and not result.replayed:
                 result.status = "skipped"
         result.wall = time.perf_counter() - t0
         return result
@@ -230,7 +229,8 @@ class Runner:
             def rerun(spec: str) -> Outcome:
                 return self.run_specs(check, case, [spec])[0]
 
-            verdict = decide(case, cmp, rerun, has_reference=check.reference is not None,
+            specs = {cmp.a.backend: pair[0], cmp.b.backend: pair[1]}
+            verdict = decide(case, cmp, rerun, has_reference=check.reference is not None, specs=specs,
                              tolerance=check.tolerance, tolerances=check.tolerances)
         div = Divergence(check.id, case, cmp, verdict, "", info, source=source)
         extra = []

@@ -19,6 +19,7 @@ from . import dtypes
 from .case import Case
 from .compare import Comparison, compare, value_mismatch, view_values
 from .outcome import Outcome
+from .tolerance import Tolerance
 
 COMPILED_WRONG = "compiled wrong"
 INTERPRETER_WRONG = "interpreter wrong"
@@ -46,7 +47,7 @@ class Verdict:
         return self.label if not self.reasons else f"{self.label}: {self.reasons[0]}"
 
 
-Rerun = Callable[[str], Outcome]
+Rerun = Callable[[str], Outcome]  # runs a backend spec ("interpreter:reversed", ...) on the same case
 
 
 def _wrong(backend: str) -> str:
@@ -103,9 +104,13 @@ def _values(o: Outcome, case: Case, target: str) -> np.ndarray | None:
     return dtypes.as_float64(node.values, dtypes.dtype(node.dtype))
 
 
-def decide(case: Case, cmp: Comparison, rerun: Rerun, *, has_reference: bool, tolerance=None,
-           tolerances=None) -> Verdict:
-    """Decide a divergence, running more backends through `rerun(spec)` where that helps."""
+def decide(case: Case, cmp: Comparison, rerun: Rerun, *, has_reference: bool, specs: dict[str, str] | None = None,
+           tolerance=None, tolerances=None) -> Verdict:
+    """Decide a divergence, running more backends through `rerun(spec)` where that helps.
+
+    `specs` maps each side's backend label to the spec that produced it (default: the label).
+    """
+    specs = specs or {}
     a, b = cmp.a, cmp.b
     kinds = cmp.kinds()
     # errors on one or both sides
@@ -128,10 +133,10 @@ def decide(case: Case, cmp: Comparison, rerun: Rerun, *, has_reference: bool, to
     verdict_extra: dict[str, Outcome] = {}
     # races between programs: the interpreter's result depends on program order
     if interp is not None:
-        base = interp.backend.split(":")[0]
+        base = specs.get(interp.backend, interp.backend)
         for order in ("reversed", "shuffled"):
             other = rerun(f"{base}:{order}")
-            verdict_extra[f"{base}:{order}"] = other
+            verdict_extra[f"{interp.backend}:{order}"] = other
             c = compare(interp, other, case, tolerance, tolerances)
             if other.error is None and not c.ok:
                 return Verdict(RACE, [f"running the programs {order} instead of 0, 1, 2, ... changes the result: "
@@ -139,7 +144,7 @@ def decide(case: Case, cmp: Comparison, rerun: Rerun, *, has_reference: bool, to
     # nondeterminism: the compiled backend disagrees with itself
     for o in (a, b):
         if o.backend.startswith("compiled"):
-            again = rerun(o.backend)
+            again = rerun(specs.get(o.backend, o.backend))
             verdict_extra[f"{o.backend} (again)"] = again
             c = compare(o, again, case, tolerance, tolerances)
             if again.error is None and not c.ok:
@@ -173,8 +178,6 @@ def _judge(case: Case, cmp: Comparison, truth: Outcome, truth_spec: str, extra: 
         dt = dtypes.dtype(dt_name)
         mult = 3.0 if dt.is_half else 2.0
         ea, eb = _rmse(va, vt), _rmse(vb, vt)
-        from .tolerance import Tolerance
-
         tol = Tolerance.preset("reduce", dt) if dt.is_float else Tolerance(exact=True)
         if m.tolerance and "tf32" in m.tolerance:
             tol = Tolerance.preset("tf32", dt)

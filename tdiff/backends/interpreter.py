@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,6 +137,10 @@ class Session:
         )
         return active & ok
 
+    def transform_store(self, ptrs: np.ndarray, value: Any, mask: np.ndarray | None) -> Any:
+        """The value a store writes; identity here, overridden to inject faults in tests."""
+        return value
+
     def record_store(self, ptrs: np.ndarray, mask: np.ndarray | None, atomic: bool) -> None:
         addrs = ptrs.astype(np.uint64, copy=False)
         if mask is not None:
@@ -195,6 +200,7 @@ def _install(builder: Any, session: Session) -> None:
                 mask = TensorHandle(fixed, tl.int1)
         if record:
             session.record_store(ptrs.data, m, atomic=False)
+        value = session.transform_store(ptrs.data, value, m)
         return store(ptrs, value, mask, *rest, **kw)
 
     rmw = orig("create_atomic_rmw")
@@ -333,7 +339,8 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
         random.Random(s.options.seed).shuffle(programs)
     s.grid = g
     builder = _interp.interpreter_builder
-    with interpreting(), np.errstate(all="ignore"):
+    with interpreting(), np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         _install(builder, s)
         run_fn = rewritten(fn)
         args_cvt = {n: (v if n in constexprs else _interp._implicit_cvt(v)) for n, v in host_args.items()}
@@ -393,7 +400,7 @@ class InterpreterBackend:
         t0 = time.perf_counter()
         outcome = Outcome(self.name)
         try:
-            plan = LaunchPlan(case, "cpu", upcast=self.spec.upcast)
+            plan = LaunchPlan(case, self.spec.device or "cpu", upcast=self.spec.upcast)
         except Exception as exc:
             outcome.error = error_info(exc, "setup")
             return outcome

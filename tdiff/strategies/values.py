@@ -80,6 +80,14 @@ def special_value(kind: str, dt: DType) -> float:
     }[kind]
 
 
+def special_carrier(kind: str, dt: DType) -> np.generic:
+    """The carrier value of a special kind for a dtype (exact for 64-bit integer edges)."""
+    if dt.is_float:
+        return to_carrier(np.array([special_value(kind, dt)]), dt)[0]
+    value = {"int-min": int(dt.min), "int-max": int(dt.max), "zero": 0, "minus-one": -1}[kind]
+    return np.array(value, dtype=dt.carrier)[()]
+
+
 def dense(dist: str, seed: int, scale: int, n: int, dt: DType, spec: Values) -> np.ndarray:
     """`n` dense values as float64 (ints exact), in the requested bounds."""
     rng = np.random.default_rng(seed)
@@ -142,11 +150,10 @@ def draw_values(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> t
     if kinds and n:
         placed = draw(st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, n - 1)), max_size=min(6, n)))
     out = to_carrier(x, dt)
-    for kind, pos in placed:
-        v = special_value(kind, dt)
-        out[pos] = to_carrier(np.array([v]), dt)[0] if dt.is_float else np.array(v).astype(np.int64).astype(
-            dt.carrier)
-    return out, tuple(sorted({k for k, _ in placed}))
+    final = dict((pos, kind) for kind, pos in placed)  # a later special at the same position wins
+    for pos, kind in final.items():
+        out[pos] = special_carrier(kind, dt)
+    return out, tuple(sorted(set(final.values())))
 
 
 def poison(dt: DType) -> np.ndarray:

@@ -1,0 +1,28 @@
+import os
+
+import pytest
+import torch
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none here): run on the GPU machine")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def run_opts(tmp_path):
+    """RunOptions writing nothing outside tmp_path, fast and derandomized."""
+    from tdiff import RunOptions
+
+    return RunOptions(profile="ci", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out",
+                      isolation="none", shrink_budget=20)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_ci(monkeypatch):
+    # tests choose their own profile; keep hypothesis from writing a database in the repo
+    monkeypatch.setenv("CI", os.environ.get("CI", "true"))

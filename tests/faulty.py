@@ -1,0 +1,96 @@
+"""Deliberately faulty backends: the interpreter with its stores perturbed, under chosen labels.
+
+They are importable in tdiff's workers as `tests.faulty:<Name>` backend specs, and let the CPU
+tests exercise what only a GPU would otherwise show (a wrong compiled result, nondeterminism).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from triton.runtime.interpreter import TensorHandle
+
+from tdiff.backends.base import BackendSpec
+from tdiff.backends.interpreter import InterpreterBackend, Session
+
+
+class Perturb(InterpreterBackend):
+    """The interpreter, with every floating store shifted by `delta` (in the program `program`)."""
+
+    label = "faulty"
+    delta = 1.0
+    relative = False
+    program: int | None = None
+    noisy = False
+
+    def __init__(self, spec: BackendSpec) -> None:
+        super().__init__(BackendSpec("interpreter", order=spec.order, check_pointers=spec.check_pointers))
+        self.spec = spec
+        self.name = self.label
+
+    def make_session(self, plan):
+        s = _Session(self.options, plan)
+        s.delta, s.relative, s.only, s.noisy = self.delta, self.relative, self.program, self.noisy
+        return s
+
+
+class _Session(Session):
+    delta = 1.0
+    relative = False
+    only: int | None = None
+    noisy = False
+
+    def transform_store(self, ptrs, value, mask):
+        data = np.asarray(value.data)
+        if data.dtype.kind != "f" or (self.only is not None and self.program[0] != self.only):
+            return value
+        delta = self.delta
+        if self.noisy:
+            delta *= float(np.random.default_rng().uniform(0.5, 1.5))
+        bump = data * delta if self.relative else delta
+        return TensorHandle((data + bump).astype(data.dtype), value.dtype)
+
+
+class FaultyLastProgram(Perturb):
+    """Perturbs only the stores of program 2: a bug a planted in one program."""
+
+    label = "faulty"
+    program = 2
+
+
+class FakeCompiledExact(Perturb):
+    """Plays the compiled side, correctly."""
+
+    label = "compiled"
+    delta = 0.0
+
+
+class FakeCompiledWrong(Perturb):
+    label = "compiled"
+    delta = 3.0
+
+
+class FakeCompiledNoisy(Perturb):
+    label = "compiled"
+    delta = 1e-2
+    relative = True
+    noisy = True
+
+
+class FakeCompiledSlightly(Perturb):
+    """Off by a relative 2e-5: beyond the float32 arithmetic tolerance, still close to the truth."""
+
+    label = "compiled"
+    delta = 2e-5
+    relative = True
+
+
+class FakeCompiledOther(Perturb):
+    label = "compiled"
+    delta = -2.0
+
+
+class FaultyInterpreter(Perturb):
+    """Plays the interpreter side, wrongly."""
+
+    label = "interpreter"
+    delta = 3.0

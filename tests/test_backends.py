@@ -1,0 +1,92 @@
+"""Outcomes as whole storages: bytes outside the view, guard bands, own copies, launch records."""
+
+import numpy as np
+import torch
+
+from tdiff.backends.interpreter import InterpreterBackend
+from tdiff.backends.reference import ReferenceBackend
+from tdiff.case import Case, TensorArg
+from tdiff.compare import compare, storage_values
+from tdiff.outcome import CANARY, GUARD_BYTES
+from tdiff.plan import LaunchPlan
+from tdiff.strategies import tensor_arg
+from tests import kernels as K
+
+
+def split_half(second: bool) -> TensorArg:
+    parent = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    a, b = torch.split(parent, [2, 4], dim=1)
+    return tensor_arg(b if second else a, layout="split")
+
+
+def test_rebuilt_views_keep_their_exact_layout():
+    arg = split_half(second=True)
+    plan = LaunchPlan(Case({"t": arg}))
+    t = plan.inputs["t"]
+    assert (t.shape, t.stride(), t.storage_offset() - GUARD_BYTES // 4) == ((4, 4), (6, 1), 2)
+    assert torch.equal(t, torch.arange(24, dtype=torch.float32).reshape(4, 6)[:, 2:])
+    buf = plan.allocations["t"].buffer.numpy().tobytes()
+    assert buf[:GUARD_BYTES] == (CANARY * GUARD_BYTES)[:GUARD_BYTES]
+
+
+def test_write_through_split_half_lands_in_the_parent_storage_only():
+    check = K.inplace_add_one.__tdiff_checks__[0]
+    for second in (False, True):
+        arg = split_half(second)
+        case = Case({"t": arg})
+        out = InterpreterBackend().run(check, case)
+        assert out.error is None
+        final = storage_values(out.storages["t"]).reshape(4, 6)
+        expect = np.arange(24, dtype=np.float32).reshape(4, 6)
+        cols = slice(2, 6) if second else slice(0, 2)
+        expect[:, cols] += 1
+        assert np.array_equal(final, expect)  # the other half's bytes are untouched
+        assert compare(out, ReferenceBackend().run(check, case), case).ok
+
+
+def test_writing_outside_the_view_shows_in_the_other_half_and_guard_bands():
+    check = K.inplace_overrun.__tdiff_checks__[0]
+    case = Case({"t": split_half(second=False)})
+    out = InterpreterBackend().run(check, case)
+    cmp = compare(out, ReferenceBackend().run(check, case), case)
+    assert "gap" in cmp.kinds()  # column 2 of each row belongs to the other half
+    gap = next(m for m in cmp.mismatches if m.kind == "gap")
+    assert "outside its view" in gap.message and gap.count == 4
+
+
+def test_users_tensors_are_never_touched_and_each_backend_has_its_own_copy():
+    check = K.inplace_add_one.__tdiff_checks__[0]
+    user = torch.zeros(3, 5)
+    arg = tensor_arg(user)
+    case = Case({"t": arg})
+    before = arg.storage.copy()
+    a = InterpreterBackend().run(check, case)
+    b = InterpreterBackend().run(check, case)
+    assert torch.equal(user, torch.zeros(3, 5)) and np.array_equal(arg.storage, before)
+    assert np.array_equal(storage_values(a.storages["t"]), np.ones(15, np.float32))
+    assert np.array_equal(storage_values(b.storages["t"]), np.ones(15, np.float32))  # not 2: fresh copies
+
+
+def test_launch_records_and_writers():
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(130, dtype=torch.float32))})
+    out = InterpreterBackend().run(check, case)
+    (rec,) = out.launches
+    assert rec.kernel == "double_kernel" and rec.grid == (3, 1, 1)
+    assert rec.args[0] == {"kind": "input", "name": "x", "shape": [130], "strides": [1], "offset": 0,
+                           "dtype": "float32"}
+    assert rec.args[1]["kind"] == "tensor" and rec.args[2] == {"kind": "scalar", "value": 130}
+    writers = out.trace.writers["returned"]
+    assert list(writers[[0, 63, 64, 127, 128, 129]]) == [0, 0, 1, 1, 2, 2]
+    assert out.returned_args["returned"]["arg"] == "1"
+
+
+def test_unwritten_outputs_compare_equal():
+    # torch.empty is filled (NaN) while a launch runs, so garbage never differs between backends
+    check = K.race_kernel.__tdiff_checks__[0]
+    del check
+    from tdiff.plan import deterministic_empty
+
+    with deterministic_empty():
+        t = torch.empty(8)
+    assert torch.isnan(t).all()

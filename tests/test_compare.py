@@ -1,0 +1,120 @@
+"""Tolerances by dtype and operation, the NaN / inf / signed-zero policy, and the mismatch report."""
+
+import numpy as np
+import pytest
+import torch
+
+from tdiff.backends.base import BackendSpec
+from tdiff.backends.interpreter import InterpreterBackend
+from tdiff.backends.reference import ReferenceBackend
+from tdiff.case import Case
+from tdiff.compare import close, compare, value_mismatch
+from tdiff.dtypes import dtype
+from tdiff.report import mismatch_picture, render
+from tdiff.strategies import tensor_arg
+from tdiff.tolerance import Tolerance, from_ops
+from tests import kernels as K
+
+
+def f64(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+def test_nan_inf_and_signed_zero_policy():
+    tol = Tolerance.preset("arith", "float32")
+    a = f64([np.nan, np.inf, -np.inf, 0.0, np.nan, 1.0])
+    b = f64([np.nan, np.inf, -np.inf, -0.0, 1.0, np.inf])
+    assert list(close(a, b, tol)) == [True, True, True, True, False, False]
+    strict = Tolerance(rtol=tol.rtol, scale=tol.scale, signed_zero=True)
+    assert not close(f64([0.0]), f64([-0.0]), strict)[0]
+    assert not close(f64([np.inf]), f64([-np.inf]), tol)[0]
+
+
+def test_exact_for_integers_bool_and_data_movement():
+    assert from_ops({"farith"}, "int32").exact and from_ops(set(), "float32").exact
+    tol = from_ops(set(), "float16")
+    raw_a, raw_b = np.array([1.0, -0.0], np.float16), np.array([1.0, 0.0], np.float16)
+    assert list(close(f64(raw_a), f64(raw_b), tol, raw_a, raw_b)) == [True, False]  # bits, not values
+
+
+def _tf32(x):
+    return (x.view(np.int32) & ~np.int32(0x1FFF)).view(np.float32)
+
+
+def test_measured_differences_are_within_default_tolerances():
+    rng = np.random.default_rng(0)
+    # fp16 x*x + x - 1.5: each op rounded (interpreter) vs once from fp32 (GPU), 4.5% relative near zero
+    x = rng.uniform(-2, 2, 4096).astype(np.float16)
+    step = ((x * x).astype(np.float16) + x).astype(np.float16) - np.float16(1.5)
+    fused = (x.astype(np.float32) ** 2 + x.astype(np.float32) - 1.5).astype(np.float16)
+    rel = np.abs(f64(step) - f64(fused)) / np.maximum(np.abs(f64(fused)), 1e-3)
+    assert rel.max() > 0.01  # the measured effect is really there
+    assert close(f64(step), f64(fused), from_ops({"farith"}, "float16")).all()
+    # fp32 tl.dot at default precision: tf32 products (0.31 relative measured on near-zero outputs)
+    a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    exact, tf32 = f64(a) @ f64(b), f64(_tf32(a)) @ f64(_tf32(b))
+    assert close(exact, tf32, from_ops({"dot:tf32"}, "float32")).all()
+    assert not close(exact, tf32, from_ops({"farith"}, "float32")).all()  # the tolerance kind matters
+    # atomic_add over 256 programs: summation order
+    parts = rng.standard_normal(256).astype(np.float32)
+    fwd = np.float32(0)
+    for p in parts:
+        fwd = np.float32(fwd + p)
+    assert close(f64([fwd]), f64([parts.astype(np.float64).sum()]), from_ops({"atomic"}, "float32")).all()
+    # a bf16 tl.dot wrong by 1e10 is not
+    assert not close(f64([3.0, 1e10]), f64([3.0, 2.5]), from_ops({"dot:lowp"}, "bfloat16")).all()
+
+
+def test_transcendental_tolerance_covers_fast_approximations():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-10, 10, 4096)
+    exact = np.exp(x / 4) * np.sin(x) + np.sqrt(np.abs(x))
+    approx = exact * (1 + rng.uniform(-7.6e-5, 7.6e-5, x.size))  # as measured on an H100
+    assert close(exact, approx, from_ops({"transcendental", "farith"}, "float32")).all()
+
+
+def test_mismatch_report_fields_and_picture(tmp_path):
+    a = np.zeros((4, 6))
+    b = a.copy()
+    b[1, 2], b[3, 5] = 5.0, -1.0
+    writers = np.arange(24).reshape(4, 6) // 6
+    m = value_mismatch("y", a, b, dtype("float32"), Tolerance.preset("arith"), writers, names=("compiled", "interp"))
+    assert (m.count, m.total, m.max_abs, m.max_abs_index) == (2, 24, 5.0, (1, 2))
+    assert m.programs == [(1, 1), (3, 1)]
+    assert "2 of 24 elements differ" in m.message and "compiled=0, interp=5" in m.message
+    png = mismatch_picture(m.mask, tmp_path / "y.png")
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 6 * 16
+
+
+def test_guard_band_damage_is_located():
+    check = K.inplace_overrun.__tdiff_checks__[0]
+    case = Case({"t": tensor_arg(torch.zeros(2, 3))})
+    unchecked = InterpreterBackend(BackendSpec("interpreter", check_pointers=False)).run(check, case)
+    cmp = compare(unchecked, ReferenceBackend().run(check, case), case)
+    guard = [m for m in cmp.mismatches if m.kind == "guard"]
+    assert guard and "bytes after the end of the storage" in guard[0].message
+    checked = InterpreterBackend().run(check, case)
+    cmp = compare(checked, ReferenceBackend().run(check, case), case)
+    oob = [m.message for m in cmp.mismatches if m.kind == "oob"]
+    assert [m.split(" tried to ")[1].split(" ")[0] for m in oob] == ["load", "store"]
+    assert all("0 bytes after the storage of `t`" in m and "kernels.py" in m for m in oob)
+
+
+def test_rendered_report_reads_without_the_code():
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(70, dtype=torch.float32))})
+    a = InterpreterBackend().run(check, case)
+    b = ReferenceBackend().run(check, case)
+    b.returned.values[65] = 0.0
+    text = render(check.id, case, compare(a, b, case))
+    for part in ("disagree on tests.kernels::double_kernel[tdiff]", "case: x=float32[70] contiguous",
+                 "grid: (2, 1, 1)", "1 of 70 elements differ", "at (65,): interpreter = 130",
+                 "written by program 1: 1"):
+        assert part in text, part
+
+
+@pytest.mark.parametrize("name", ["arith", "transcendental", "reduce", "tf32"])
+def test_presets_scale_with_dtype(name):
+    t32, t16 = Tolerance.preset(name, "float32"), Tolerance.preset(name, "float16")
+    assert 0 < t32.rtol <= t16.rtol and t32.atol > 0

@@ -110,7 +110,7 @@ def value_mismatch(target: str, a: np.ndarray, b: np.ndarray, dt: dtypes.DType, 
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         absd = np.where(bad, np.abs(a - b), 0.0)
         absd = np.where(np.isnan(absd), np.inf, absd)
-        rel = absd / np.maximum(np.minimum(np.abs(a), np.abs(b)), dt.tiny if dt.is_float else 1.0)
+        rel = np.where(np.abs(b) > 0, absd / np.abs(b), np.where(absd > 0, np.inf, 0.0))  # relative to b
         rel = np.where(bad, np.nan_to_num(rel, nan=np.inf), 0.0)
     i_abs = np.unravel_index(int(np.argmax(absd)), a.shape) if a.ndim else ()
     i_rel = np.unravel_index(int(np.argmax(rel)), a.shape) if a.ndim else ()

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -226,19 +228,33 @@ def write(folder: Path, check: Any, case: Case, cmp: Comparison, verdict: Verdic
     """Write `folder/repro.py` (and `inputs.npz`); with `validate`, keep it only if it reproduces."""
     text, sidecar = render(check, case, cmp, verdict, pair)
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "repro.py"
-    path.write_text(text)
-    if sidecar:
-        np.savez(folder / "inputs.npz", **sidecar)
-    if validate:
-        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=timeout,
-                              cwd=str(folder))
-        if proc.returncode != 1:
-            shutil.rmtree(folder, ignore_errors=True)
-            tail = (proc.stdout + proc.stderr).strip().splitlines()[-6:]
-            raise ReproError(f"it did not reproduce in a fresh process (exit {proc.returncode}): " + " | ".join(tail))
-    return path
+    if (folder / "repro.py").exists():  # the same case, already written (e.g. by another worker)
+        return folder / "repro.py"
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    try:
+        (tmp / "repro.py").write_text(text)
+        if sidecar:
+            np.savez(tmp / "inputs.npz", **sidecar)
+        if validate:
+            try:
+                proc = subprocess.run([sys.executable, "repro.py"], capture_output=True, text=True, timeout=timeout,
+                                      cwd=str(tmp))
+            except subprocess.TimeoutExpired:
+                raise ReproError(f"it did not finish in {timeout:.0f} s in a fresh process") from None
+            if proc.returncode != 1:
+                tail = (proc.stdout + proc.stderr).strip().splitlines()[-6:]
+                raise ReproError(f"it did not reproduce in a fresh process (exit {proc.returncode}): "
+                                 + " | ".join(tail))
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            if not (folder / "repro.py").exists():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder / "repro.py"
 
 
 _PRELUDE = '''
@@ -393,7 +409,7 @@ def main():
         bad = np.argwhere(~ok)
         i = tuple(int(v) for v in bad[0]) if bad.size else ()
         print(f"DIVERGENCE in {target}: {int((~ok).sum())} of {ok.size} elements differ; "
-              f"first at {i}: {PAIR[0]} = {x[i]!r}, {PAIR[1]} = {y[i]!r}")
+              f"first at {i}: {PAIR[0]} = {float(x[i])!r}, {PAIR[1]} = {float(y[i])!r}")
     return 1 if diverged else 0
 
 

@@ -258,20 +258,25 @@ class Runner:
 
     def _replay(self, check: Check, pair: tuple[str, str], result: CheckResult) -> None:
         for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):  # type: ignore[arg-type]
-            try:
-                case = entry.load_case(check)
-            except CorpusError as exc:
-                result.replayed.append((entry.id, "error"))
-                result.status = "error"
-                result.notes.append(str(exc))
-                continue
-            cmp, reason = self.evaluate(check, case, pair, result)
-            if cmp is None or cmp.ok:
-                result.replayed.append((entry.id, "passed"))
-                continue
-            result.replayed.append((entry.id, "failed"))
-            result.divergences.append(self._finish(check, pair, case, cmp, result=result,
-                                                   source=f"corpus entry {entry.path}"))
+            self.replay_entry(check, pair, entry, result)
+
+    def replay_entry(self, check: Check, pair: tuple[str, str], entry: corpus_mod.Entry, result: CheckResult) -> str:
+        """Replay one corpus entry into `result`; returns "passed", "failed" or "error"."""
+        try:
+            case = entry.load_case(check)
+        except CorpusError as exc:
+            result.replayed.append((entry.id, "error"))
+            result.status = "error"
+            result.notes.append(str(exc))
+            return "error"
+        cmp, _ = self.evaluate(check, case, pair, result)
+        if cmp is None or cmp.ok:
+            result.replayed.append((entry.id, "passed"))
+            return "passed"
+        result.replayed.append((entry.id, "failed"))
+        result.divergences.append(self._finish(check, pair, case, cmp, result=result,
+                                               source=f"corpus entry {entry.path}"))
+        return "failed"
 
 
 def verify(kernel: Any, *, options: RunOptions | None = None, executor: Any = None, **changes: Any) -> list[CheckResult]:

@@ -51,7 +51,7 @@ class _Session(Session):
 
 
 class FaultyLastProgram(Perturb):
-    """Perturbs only the stores of program 2: a bug a planted in one program."""
+    """Perturbs only the stores of program 2: a bug planted in one program."""
 
     label = "faulty"
     program = 2
@@ -94,3 +94,10 @@ class FaultyInterpreter(Perturb):
 
     label = "interpreter"
     delta = 3.0
+
+
+class FaultyFirstProgram(Perturb):
+    """Perturbs only the stores of program 0."""
+
+    label = "faulty"
+    program = 0

@@ -1,0 +1,142 @@
+"""Divergences end as a small case, a standalone reproducer, and a corpus entry replayed forever."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import tdiff
+from tdiff import corpus
+from tdiff.case import Case, TensorArg, from_json, to_json
+from tdiff.runner import Runner
+from tdiff.shrink import shrink
+from tdiff.strategies import tensor_arg
+from tests import kernels as K
+
+BUGGY = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    import tdiff
+    from tdiff import strategies as tst
+
+    BLOCK = 64
+
+
+    def launch(kernel, x):
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), x.stride(0), BLOCK=BLOCK)
+        return out
+
+
+    @tdiff.check(launch=launch, reference=lambda x: x * 2,
+                 x=tst.tensors(shape=(tst.sizes(block=BLOCK, max_blocks=6),), dtype=["float32", "float16"]))
+    @triton.jit
+    def tail_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs * stride, mask=mask, other=0.0)
+        y = x * 2 + tl.where(offs == n - 1, 1.0, 0.0)  # BUG: the last element is off by one
+        tl.store(out_ptr + offs, y, mask=mask)
+''')
+
+
+def _run(args, cwd):
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_found_shrunk_reproduced_recorded_then_fixed(tmp_path):
+    (tmp_path / "planted.py").write_text(BUGGY)
+    driver = ("import sys, tdiff, planted\n"
+              "try:\n"
+              "    tdiff.verify(planted.tail_kernel, profile='ci', corpus_dir='corpus', repro_dir='out')\n"
+              "except tdiff.DivergenceError as e:\n"
+              "    print(e); sys.exit(1)\n")
+    t0 = time.perf_counter()
+    found = _run(["-c", driver], tmp_path)
+    elapsed = time.perf_counter() - t0
+    assert found.returncode == 1, found.stderr
+    report = found.stdout
+    assert "case: x=float32[1] contiguous" in report and "grid: (1, 1, 1)" in report
+    assert "shrunk:" in report
+    print(f"\nsearch + shrink + verdict + reproducer for the planted tail bug: {elapsed:.1f} s")
+    (repro,) = tmp_path.glob("out/tail_kernel/*/repro.py")
+    ran = _run([str(repro)], repro.parent)
+    assert ran.returncode == 1 and "DIVERGENCE in returned" in ran.stdout
+    assert "import tdiff" not in repro.read_text()  # standalone: no tdiff needed
+    (entry,) = tmp_path.glob("corpus/tail_kernel/*/entry.json")
+    meta = json.loads(entry.read_text())
+    assert meta["format"] == 1 and meta["kernel"]["name"] == "tail_kernel" and meta["versions"]["triton"]
+    assert meta["case"]["inputs"]["x"]["shape"] == [1]
+    still = _run(["-m", "tdiff.cli", "replay", "corpus", "--isolation", "none"], tmp_path)
+    assert still.returncode == 1 and "FAILED" in still.stdout
+    (tmp_path / "planted.py").write_text(BUGGY.replace("+ tl.where(offs == n - 1, 1.0, 0.0)", ""))
+    fixed = _run(["-m", "tdiff.cli", "replay", "corpus", "--isolation", "none"], tmp_path)
+    assert fixed.returncode == 0 and "1 passed" in fixed.stdout, fixed.stdout + fixed.stderr
+
+
+def test_planted_faulty_backend_is_shrunk_small(tmp_path):
+    opts = tdiff.RunOptions(profile="ci", corpus_dir=tmp_path / "c", repro_dir=tmp_path / "o", isolation="none",
+                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
+    with pytest.raises(tdiff.DivergenceError) as err:
+        tdiff.verify(K.double_kernel, options=opts)
+    (div,) = err.value.results[0].failures
+    tensors, elements, programs = div.shrink.after
+    assert elements <= 64 and programs <= 2
+    assert div.shrink.seconds < 60
+    print(f"\nshrink of the planted faulty-backend case: {div.shrink.describe()}")
+    ran = _run([str(div.repro_path)], div.repro_path.parent)
+    assert ran.returncode == 1  # interpreter live vs the faulty side's recorded result
+
+
+def test_shrink_makes_layouts_contiguous_and_zeroes_what_does_not_matter():
+    check = K.masked_tail_bug.__tdiff_checks__[0]
+    runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
+    pair = ("interpreter", "reference")
+    parent = torch.arange(2 * 40, dtype=torch.float32).reshape(2, 40) + 1
+    case = Case({"x": tensor_arg(parent[1, 3:], layout="split")})
+    cmp, _ = runner.evaluate(check, case, pair)
+    assert not cmp.ok
+    small, cmp2, info = shrink(case, cmp, lambda c: runner.evaluate(check, c, pair)[0], budget=30)
+    x = small.inputs["x"]
+    assert x.layout == "contiguous" and x.offset == 0
+    assert (x.values() == 0).all()
+    assert not cmp2.ok and info.evaluations > 1 and "made contiguous" in info.describe()
+
+
+def test_corrupted_corpus_entries_give_readable_errors(tmp_path):
+    opts = tdiff.RunOptions(profile="ci", max_examples=3, corpus_dir=tmp_path, repro_dir=None, isolation="none")
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
+    a, b = Runner(opts).run_specs(check, case, ["interpreter", "reference"])
+    from tdiff.compare import compare
+
+    path = corpus.write(tmp_path, check, case, compare(a, b, case), None, ("interpreter", "reference"))
+    (res,) = tdiff.verify(K.double_kernel, options=opts)
+    assert res.replayed == [(path.name, "passed")]
+    (path / "entry.json").write_text("{ not json")
+    with pytest.raises(tdiff.DivergenceError, match=r"entry.json is not valid JSON"):
+        tdiff.verify(K.double_kernel, options=opts)
+    (path / "entry.json").write_text(json.dumps({"format": 1, "kernel": {"name": "double_kernel"}, "case": {}}))
+    (path / "tensors.npz").write_bytes(b"garbage")
+    with pytest.raises(tdiff.DivergenceError, match=r"tensors.npz cannot be read"):
+        tdiff.verify(K.double_kernel, options=opts)
+    (path / "entry.json").write_text(json.dumps({"format": 99, "kernel": {}, "case": {}}))
+    with pytest.raises(tdiff.DivergenceError, match=r"format 99 is not supported"):
+        tdiff.verify(K.double_kernel, options=opts)
+
+
+def test_cases_round_trip_through_json_and_npz():
+    x = TensorArg("bfloat16", (2, 3), (4, 1), 1, np.arange(9, dtype=np.uint16), "padded")
+    case = Case({"x": x, "n": 3, "alpha": 0.1, "flag": True, "name": "a", "pair": (1, 2.5)}, config=1,
+                dims={"N": 3})
+    meta, arrays = to_json(case)
+    back = from_json(json.loads(json.dumps(meta)), arrays)
+    assert back.inputs == case.inputs and back.config == 1 and back.dims == {"N": 3}
+    assert back.digest() == case.digest()

@@ -37,7 +37,7 @@ def replay(args: argparse.Namespace) -> int:
         a, b = (p.strip() for p in args.backends.split(","))
         opts = opts.with_(backends=(a, b))
     runner = Runner(opts)
-    counts = {"passed": 0, "failed": 0, "error": 0}
+    counts = {"passed": 0, "failed": 0, "error": 0, "known": 0}
     entries = [e for p in args.paths for e in corpus_mod.all_entries(Path(p))]
     if not entries:
         print(f"tdiff replay: no corpus entries under {', '.join(args.paths)}")
@@ -57,7 +57,8 @@ def replay(args: argparse.Namespace) -> int:
         if status != "passed":
             print("\n".join("        " + line for line in result.report().splitlines()))
     runner.executor.close()
-    print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['error']} unreadable")
+    print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "
+          f"{counts['error']} unreadable")
     return 0 if counts["failed"] == counts["error"] == 0 else 1
 
 

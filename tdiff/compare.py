@@ -68,8 +68,11 @@ def _finite_max(x: np.ndarray) -> float:
 
 
 def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, raw_a: np.ndarray | None = None,
-          raw_b: np.ndarray | None = None) -> np.ndarray:
-    """Boolean array: True where a and b agree under `tol` (a, b as float64; raw_* carrier bits)."""
+          raw_b: np.ndarray | None = None, input_scale: float = 0.0) -> np.ndarray:
+    """Boolean array: True where a and b agree under `tol` (a, b as float64; raw_* carrier bits).
+
+    `input_scale` is the largest finite magnitude among the case's floating inputs.
+    """
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if tol.exact:
         if raw_a is not None and raw_b is not None:
@@ -81,7 +84,8 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, raw_a: np.ndarray | None
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(a - b)
         scale = min(_finite_max(a), _finite_max(b))
-        allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + tol.scale * scale
+        allowed = (tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + tol.scale * scale
+                   + tol.inputs * input_scale)
         ok = diff <= allowed
     both_inf = np.isinf(a) & np.isinf(b)
     ok = np.where(both_inf | (np.isinf(a) != np.isinf(b)), a == b, ok)
@@ -100,9 +104,10 @@ def _fmt(v: Any) -> str:
 
 def value_mismatch(target: str, a: np.ndarray, b: np.ndarray, dt: dtypes.DType, tol: Tolerance,
                    writers: np.ndarray | None, raw_a: np.ndarray | None = None,
-                   raw_b: np.ndarray | None = None, names: tuple[str, str] = ("a", "b")) -> Mismatch | None:
+                   raw_b: np.ndarray | None = None, names: tuple[str, str] = ("a", "b"),
+                   input_scale: float = 0.0) -> Mismatch | None:
     """A `Mismatch` if the view values a and b (float64, same shape) disagree, else None."""
-    ok = close(a, b, tol, raw_a, raw_b)
+    ok = close(a, b, tol, raw_a, raw_b, input_scale)
     if ok.all():
         return None
     bad = ~ok
@@ -214,6 +219,18 @@ def integrity(outcome: Outcome, case: Case) -> list[Mismatch]:
 
 # ------------------------------------------------------------------ outcomes
 
+def input_scale(case: Case) -> float:
+    """The largest finite magnitude among the case's floating input views (before the launch)."""
+    best = 0.0
+    for arg in case.tensors().values():
+        if arg.dt.is_float and arg.numel:
+            best = max(best, _finite_max(dtypes.as_float64(arg.values(), arg.dt)))
+    for v in case.inputs.values():
+        if isinstance(v, float) and np.isfinite(v):
+            best = max(best, abs(v))
+    return best
+
+
 def tolerance_for(target: str, dt: str, ops: set[str] | None, default: Any, per_output: Mapping[str, Any]) -> Tolerance:
     base = from_ops(ops, dt)
     base = resolve(default, base, dt)
@@ -247,7 +264,7 @@ def _compare_returned(a: Any, b: Any, path: str, ctx: dict, out: list[Mismatch])
         tol = tolerance_for(path, dt.name, ctx["ops"], ctx["default"], ctx["per_output"])
         wr = ctx["writers"](path)
         m = value_mismatch(path, dtypes.as_float64(a.values, dt), dtypes.as_float64(b.values, dt), dt, tol, wr,
-                           a.values, b.values, ctx["names"])
+                           a.values, b.values, ctx["names"], ctx["input_scale"])
         if m:
             out.append(m)
         return
@@ -262,7 +279,8 @@ def _compare_returned(a: Any, b: Any, path: str, ctx: dict, out: list[Mismatch])
     if isinstance(a, float) and isinstance(b, float):
         dt = dtypes.dtype("float64")
         tol = tolerance_for(path, "float32", ctx["ops"], ctx["default"], ctx["per_output"])
-        m = value_mismatch(path, np.array([a]), np.array([b]), dt, tol, None, names=ctx["names"])
+        m = value_mismatch(path, np.array([a]), np.array([b]), dt, tol, None, names=ctx["names"],
+                           input_scale=ctx["input_scale"])
         if m:
             out.append(m)
         return
@@ -289,6 +307,7 @@ def compare(a: Outcome, b: Outcome, case: Case, tolerance: Any = None,
         return cmp
     ops = _ops(a, b)
     per_output = dict(tolerances or {})
+    scale_in = input_scale(case)
     for name, arg in case.tensors().items():
         sa, sb = a.storages.get(name), b.storages.get(name)
         if sa is None or sb is None:
@@ -298,11 +317,11 @@ def compare(a: Outcome, b: Outcome, case: Case, tolerance: Any = None,
         tol = tolerance_for(name, arg.dtype, ops, tolerance, per_output)
         if sa.dtype != sb.dtype:
             ra = rb = None
-        m = value_mismatch(name, va, vb, arg.dt, tol, _writers(a, b, name), ra, rb, names)
+        m = value_mismatch(name, va, vb, arg.dt, tol, _writers(a, b, name), ra, rb, names, scale_in)
         if m:
             cmp.mismatches.append(m)
     ctx = {"ops": ops, "default": tolerance, "per_output": per_output, "names": names,
-           "writers": lambda p: _writers(a, b, p)}
+           "writers": lambda p: _writers(a, b, p), "input_scale": scale_in}
     _compare_returned(a.returned, b.returned, "returned", ctx, cmp.mismatches)
     cmp.mismatches.extend(integrity(a, case) + integrity(b, case))
     return cmp

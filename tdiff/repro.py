@@ -24,7 +24,7 @@ import torch
 import triton
 
 from . import dtypes, kernels
-from .case import Case, TensorArg
+from .case import Case
 from .compare import Comparison
 from .outcome import Outcome, ReturnedTensor
 from .source import Collector

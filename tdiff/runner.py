@@ -270,16 +270,25 @@ class Runner:
             result.notes.append(str(exc))
             return "error"
         cmp, _ = self.evaluate(check, case, pair, result)
+        known = entry.meta().get("expect") == "divergence"  # a known bug, e.g. in Triton: kept as a watch
         if cmp is None or cmp.ok:
+            if known:
+                result.notes.append(f"corpus entry {entry.path} no longer diverges: the known bug is fixed; "
+                                    f"set its \"expect\" to \"pass\" to keep it as a regression test")
             result.replayed.append((entry.id, "passed"))
             return "passed"
+        if known:
+            result.replayed.append((entry.id, "known"))
+            result.notes.append(f"corpus entry {entry.path} still shows its known divergence: {cmp.summary()}")
+            return "known"
         result.replayed.append((entry.id, "failed"))
         result.divergences.append(self._finish(check, pair, case, cmp, result=result,
                                                source=f"corpus entry {entry.path}"))
         return "failed"
 
 
-def verify(kernel: Any, *, options: RunOptions | None = None, executor: Any = None, **changes: Any) -> list[CheckResult]:
+def verify(kernel: Any, *, options: RunOptions | None = None, executor: Any = None,
+           **changes: Any) -> list[CheckResult]:
     """Run every check of `kernel`; raise `DivergenceError` (with the report) on a divergence.
 
     Keyword arguments override `RunOptions` fields, e.g. `verify(k, max_examples=10, isolation="none")`.

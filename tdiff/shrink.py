@@ -68,7 +68,8 @@ def zero(arg: TensorArg, positions: np.ndarray) -> TensorArg:
     return arg.with_values(vals.reshape(arg.shape))
 
 
-def shrink(case: Case, cmp: Comparison, evaluate: Evaluate, budget: float = 60.0) -> tuple[Case, Comparison, ShrinkInfo]:
+def shrink(case: Case, cmp: Comparison, evaluate: Evaluate,
+           budget: float = 60.0) -> tuple[Case, Comparison, ShrinkInfo]:
     """Reduce `case` while `evaluate(case)` still diverges like `cmp`; stop after `budget` seconds."""
     t0 = time.perf_counter()
     info = ShrinkInfo(_size(case, cmp), _size(case, cmp), 0.0)

@@ -2,13 +2,17 @@
 
 An element pair (a, b) agrees when
 
-    |a - b| <= atol + rtol * min(|a|, |b|) + scale * S
+    |a - b| <= atol + rtol * min(|a|, |b|) + scale * S + inputs * I
 
 where S is the smaller of the two sides' largest finite magnitude over the whole tensor (so
 cancellation near zero is judged against the size of the data, and garbage on one side does
-not widen the tolerance). NaN agrees with NaN at the same position (payloads are ignored);
-infinities must match in sign; -0.0 equals 0.0 unless `signed_zero=True`. `exact` compares
-bits (NaN payloads aside): integers, bool and kernels doing pure data movement.
+not widen the tolerance), and I is the largest finite magnitude among the floating inputs
+(intermediates cancel too: a normalization's backward can be tiny where its terms are not);
+`inputs` is a few ulps of float32 (float64 for float64 outputs), the usual compute precision.
+
+NaN agrees with NaN at the same position (payloads are ignored); infinities must match in sign;
+-0.0 equals 0.0 unless `signed_zero=True`. `exact` compares bits (NaN payloads aside): integers,
+bool, and kernels that only move data.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class Tolerance:
     rtol: float = 0.0
     atol: float = 0.0
     scale: float = 0.0
+    inputs: float = 0.0
     exact: bool = False
     signed_zero: bool = False
     name: str = "custom"
@@ -65,17 +70,20 @@ class Tolerance:
         if name in _FLOOR and dt.bits <= 32:
             fr, fs = _FLOOR[name]
             rtol, scale = max(rtol, fr), max(scale, fs)
-        return cls(rtol=rtol, atol=dt.tiny, scale=scale, name=f"{name}/{dt.name}")
+        compute_eps = dtype("float64").eps if dt.bits == 64 else dtype("float32").eps
+        return cls(rtol=rtol, atol=dt.tiny, scale=scale, inputs=4 * compute_eps, name=f"{name}/{dt.name}")
 
     def loosened(self, factor: float) -> Tolerance:
         if self.exact:
             return self
-        return replace(self, rtol=self.rtol * factor, scale=self.scale * factor, name=f"{self.name}x{factor:g}")
+        return replace(self, rtol=self.rtol * factor, scale=self.scale * factor, inputs=self.inputs * factor,
+                       name=f"{self.name}x{factor:g}")
 
     def describe(self) -> str:
         if self.exact:
             return "exact"
-        return f"{self.name} (rtol={self.rtol:.3g}, scale={self.scale:.3g}, atol={self.atol:.3g})"
+        return (f"{self.name} (rtol={self.rtol:.3g}, scale={self.scale:.3g}, inputs={self.inputs:.3g}, "
+                f"atol={self.atol:.3g})")
 
 
 def combine(tols: Iterable[Tolerance]) -> Tolerance:
@@ -87,7 +95,8 @@ def combine(tols: Iterable[Tolerance]) -> Tolerance:
         return tols[0]
     loose = [t for t in tols if not t.exact]
     return Tolerance(rtol=max(t.rtol for t in loose), atol=max(t.atol for t in loose),
-                     scale=max(t.scale for t in loose), signed_zero=any(t.signed_zero for t in loose),
+                     scale=max(t.scale for t in loose), inputs=max(t.inputs for t in loose),
+                     signed_zero=any(t.signed_zero for t in loose),
                      name="+".join(sorted({t.name.split("/")[0] for t in loose})) + f"/{loose[0].name.split('/')[-1]}")
 
 

@@ -245,3 +245,57 @@ heuristic_checked = tdiff.check(
     x=tst.tensors(shape=(tst.sizes(block=16, max_blocks=2),), layouts=["contiguous"],
                   values=tst.values(-5, 5, specials=False)),
 )(heuristic_kernel)
+
+
+# ---------------------------------------------------------------- for the GPU machine
+
+@tdiff.check(
+    launch=lambda kernel, x: kernel[(1,)](x, BLOCK=4),
+    reference=lambda x: x.add_(1),
+    x=tst.tensors(shape=(4,), values=tst.values(-1, 1, specials=False)),
+)
+@triton.jit
+def far_write_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    far = (tl.load(x_ptr) > 0).to(tl.int64) * (1 << 40)  # a positive first element: write 1 TB away
+    tl.store(x_ptr + offs + far, x + 1)
+
+
+def _launch_table(kernel, x):
+    table = torch.tensor([x.data_ptr()], dtype=torch.int64, device="cuda")  # a device address, always
+    kernel[(1,)](x, table, BLOCK=4)
+
+
+@tdiff.check(
+    launch=_launch_table,
+    reference=lambda x: None,
+    x=tst.tensors(shape=(4,), values=tst.values(-1, 1, specials=False)),
+    backends=("compiled", "interpreter:cuda"),
+)
+@triton.jit
+def device_pointer_kernel(x_ptr, table_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    if tl.load(x_ptr) > 0:  # then load through the pointer read from memory
+        p = tl.load(table_ptr).to(tl.pointer_type(tl.float32))
+        tl.store(x_ptr + offs, tl.load(p + offs) * 2)
+
+
+def _launch_dot(kernel, a, b):
+    c = torch.empty((16, 16), dtype=torch.float32, device=a.device)
+    kernel[(1,)](a, b, c, BLOCK=16)
+    return c
+
+
+@tdiff.check(
+    launch=_launch_dot,
+    reference=lambda a, b: a.float() @ b.float(),
+    a=tst.tensors(shape=(16, 16), dtype="bfloat16", layouts=["contiguous"], values=tst.values(-2, 2, specials=False)),
+    b=tst.tensors(shape=(16, 16), dtype="bfloat16", layouts=["contiguous"], values=tst.values(-2, 2, specials=False)),
+)
+@triton.jit
+def bf16_dot_kernel(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
+    r = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + r[:, None] * BLOCK + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * BLOCK + r[None, :])
+    tl.store(c_ptr + r[:, None] * BLOCK + r[None, :], tl.dot(a, b))

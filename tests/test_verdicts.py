@@ -44,11 +44,12 @@ def test_interpreter_limitation_is_reported_not_failed(opts):
 
 
 def test_interpreter_limitation_verdict(opts):
+    import torch
+
     from tdiff.case import Case
     from tdiff.compare import compare
     from tdiff.runner import Runner
     from tdiff.strategies import tensor_arg
-    import torch
 
     check = K.bf16_const_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.ones(8, dtype=torch.bfloat16))})

@@ -96,7 +96,8 @@ class Session:
     program: Program = (0, 0, 0)
 
     def __post_init__(self) -> None:
-        if self.plan is not None:
+        # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
+        if self.plan is not None and self.plan.device.type == "cpu":
             for name, alloc in self.plan.allocations.items():
                 self.regions.append(Region(name, alloc.base, alloc.nbytes, alloc.arg.dt.itemsize, True,
                                            buffer=alloc.buffer.data_ptr()))

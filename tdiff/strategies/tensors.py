@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from .values import DEFAULT, Values, draw_values, poison
 FLOATS = ("float32", "float16", "bfloat16")
 INTS = ("int32", "int8", "int16", "int64", "uint8")
 
-ShapeEntry = int | str | st.SearchStrategy | None
+ShapeEntry = int | str | st.SearchStrategy | Callable[[Mapping[str, Any]], int] | None
 
 
 class TensorStrategy:
@@ -85,6 +85,8 @@ class TensorStrategy:
                 n = int(n)
             elif isinstance(e, st.SearchStrategy):
                 n = draw(e)
+            elif callable(e):  # computed from the named dims, e.g. lambda d: 2 * d["H"]
+                n = int(e(env))
             else:
                 hi = min(self.max_side or 64, max(self.min_side, budget))
                 n = draw(sides(self.min_side, max(self.min_side, hi)))
@@ -130,8 +132,9 @@ def tensors(
 ) -> Any:
     """Tensors with drawn shape, dtype, layout and values.
 
-    shape: sides as ints, hypothesis strategies, names of other integer inputs or dims, or None
-    (drawn); or give `ndim` and side bounds. dtype: one name or a list (shrinks towards float32).
+    shape: sides as ints, hypothesis strategies, names of other integer inputs or dims, functions of
+    the dims (`lambda d: 2 * d["H"]`), or None (drawn); or give `ndim` and side bounds.
+    dtype: one name or a list (shrinks towards float32).
     layouts: the layout classes to draw (default: all; `expanded`, with stride 0, only when
     `readonly=True`). values: `tst.values(...)` to narrow values. like: another input's name; this
     tensor gets its shape and dtype (unless given) and a layout and values of its own.

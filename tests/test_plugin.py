@@ -1,0 +1,106 @@
+"""pytest --tdiff, tested with pytester: the flag, collection and naming, options, reports, xdist."""
+
+import textwrap
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+KERNELS = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    import tdiff
+    from tdiff import strategies as tst
+
+
+    def launch(kernel, x):
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        kernel[(triton.cdiv(x.numel(), 32),)](x, out, x.numel(), x.stride(0), BLOCK=32)
+        return out
+
+
+    @tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(tst.sizes(block=32),)))
+    @triton.jit
+    def twice(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs * stride, mask=offs < n)
+        tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+
+    @tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(tst.sizes(block=32),)))
+    @triton.jit
+    def broken(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs * stride, mask=offs < n)
+        tl.store(out_ptr + offs, x * 3, mask=offs < n)
+''')
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makeini("""
+        [pytest]
+        tdiff_paths = kernels
+        tdiff_examples = 4
+        tdiff_profile = ci
+        tdiff_shrink_budget = 5
+    """)
+    pytester.mkdir("kernels")
+    pytester.path.joinpath("kernels", "__init__.py").write_text("")
+    pytester.path.joinpath("kernels", "ops.py").write_text(KERNELS)
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    return pytester
+
+
+def test_without_the_flag_nothing_changes(project):
+    result = project.runpytest_subprocess("-q")
+    result.assert_outcomes(passed=1)
+    assert "tdiff" not in result.stdout.str()
+
+
+def test_collection_naming_and_selection(project):
+    result = project.runpytest_subprocess("--tdiff", "--collect-only", "-q")
+    out = result.stdout.str()
+    assert "kernels/ops.py::twice[tdiff]" in out and "kernels/ops.py::broken[tdiff]" in out
+    assert "test_plain.py::test_plain" in out
+    result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*tdiff: interpreter vs reference (no CUDA GPU*",
+                                 "*kernels/ops.py::twice?tdiff? PASSED (4 cases*"])
+    result = project.runpytest_subprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-q")
+    result.assert_outcomes(passed=1)
+
+
+def test_failing_check_fails_its_item_with_the_report_and_junit_properties(project):
+    result = project.runpytest_subprocess("--tdiff", "-k", "broken", "--junitxml=report.xml",
+                                          "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "tdiff: interpreter and reference disagree on kernels.ops::broken[tdiff]" in out
+    assert "verdict: disagrees with reference" in out and "Traceback" not in out
+    assert "tdiff summary" in out and "reproducer:" in out
+    xml = (project.path / "report.xml").read_text()
+    assert 'name="tdiff_verdict" value="disagrees with reference"' in xml
+    assert 'name="tdiff_reproducer"' in xml
+    assert list((project.path / "corp" / "broken").iterdir())
+    # the next run replays the corpus entry first
+    again = project.runpytest_subprocess("--tdiff", "-k", "broken", "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
+    assert "replayed from corpus entry" in again.stdout.str()
+
+
+def test_options_from_ini_and_command_line(project):
+    result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v", "--tdiff-examples", "7")
+    result.stdout.fnmatch_lines(["*twice?tdiff? PASSED (7 cases*"])
+    bad = project.runpytest_subprocess("--tdiff", "--tdiff-backends", "interpreter")
+    assert "needs two backends" in bad.stderr.str()
+
+
+def test_xdist_spreads_checks_and_merges_results(project):
+    result = project.runpytest_subprocess("--tdiff", "-n", "2", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str()
+    assert "PASSED  kernels.ops::twice[tdiff]: 4 cases" in out
+    assert "FAILED  kernels.ops::broken[tdiff]" in out
+    assert "tdiff: 2 checks" in out

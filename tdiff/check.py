@@ -190,7 +190,8 @@ def check(
     tolerance / tolerances: a `Tolerance` (or preset name) for all outputs / per output name.
     max_examples, timeout: per-check hypothesis examples and per-case timeout in seconds.
     check_pointers: stop and report interpreter accesses outside every allocation.
-    sample_programs: interpret only this many programs of large grids (None: tdiff's default).
+    sample_programs: in grids above the run's threshold, interpret the first, last and tail-owning
+    programs plus this many random ones (None: the run's default; 0: interpret every program).
     backends: the pair of backends to compare, overriding the run's default.
     configs: indices of the autotune configs to test (default: all).
     marks: pytest marks for the check's test item (e.g. `pytest.mark.slow`).

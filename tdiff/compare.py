@@ -248,10 +248,19 @@ def _ops(a: Outcome, b: Outcome) -> set[str] | None:
 
 
 def _writers(a: Outcome, b: Outcome, target: str) -> np.ndarray | None:
-    for o in (a, b):
+    """Which program wrote each element; from the sampled side when one side sampled programs."""
+    for o in sorted((a, b), key=lambda o: not (o.trace is not None and o.trace.sampled)):
         if o.trace is not None and target in o.trace.writers:
             return o.trace.writers[target]
     return None
+
+
+def _sampled(a: Outcome, b: Outcome) -> Outcome | None:
+    return next((o for o in (a, b) if o.trace is not None and o.trace.sampled), None)
+
+
+def _keep(values: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    return values if keep is None else np.where(keep, values, 0)
 
 
 def _compare_returned(a: Any, b: Any, path: str, ctx: dict, out: list[Mismatch]) -> None:
@@ -263,8 +272,11 @@ def _compare_returned(a: Any, b: Any, path: str, ctx: dict, out: list[Mismatch])
         dt = dtypes.dtype(a.dtype)
         tol = tolerance_for(path, dt.name, ctx["ops"], ctx["default"], ctx["per_output"])
         wr = ctx["writers"](path)
-        m = value_mismatch(path, dtypes.as_float64(a.values, dt), dtypes.as_float64(b.values, dt), dt, tol, wr,
-                           a.values, b.values, ctx["names"], ctx["input_scale"])
+        va, vb = dtypes.as_float64(a.values, dt), dtypes.as_float64(b.values, dt)
+        ra, rb = a.values, b.values
+        if ctx["sampled"] and wr is not None and wr.shape == va.shape:
+            va, vb, ra, rb = _keep(va, wr >= 0), _keep(vb, wr >= 0), None, None
+        m = value_mismatch(path, va, vb, dt, tol, wr, ra, rb, ctx["names"], ctx["input_scale"])
         if m:
             out.append(m)
         return
@@ -308,6 +320,7 @@ def compare(a: Outcome, b: Outcome, case: Case, tolerance: Any = None,
     ops = _ops(a, b)
     per_output = dict(tolerances or {})
     scale_in = input_scale(case)
+    sampled = _sampled(a, b)
     for name, arg in case.tensors().items():
         sa, sb = a.storages.get(name), b.storages.get(name)
         if sa is None or sb is None:
@@ -317,11 +330,19 @@ def compare(a: Outcome, b: Outcome, case: Case, tolerance: Any = None,
         tol = tolerance_for(name, arg.dtype, ops, tolerance, per_output)
         if sa.dtype != sb.dtype:
             ra = rb = None
-        m = value_mismatch(name, va, vb, arg.dt, tol, _writers(a, b, name), ra, rb, names, scale_in)
+        writers = _writers(a, b, name)
+        if writers is not None and writers.shape != arg.shape:
+            writers = writers[arg.view_index()]
+        if sampled is not None:
+            # only what the interpreted programs wrote is comparable (None: they wrote nothing here)
+            keep = writers >= 0 if writers is not None else np.zeros(arg.shape, bool)
+            va, vb = _keep(va, keep), _keep(vb, keep)
+            ra = rb = None
+        m = value_mismatch(name, va, vb, arg.dt, tol, writers, ra, rb, names, scale_in)
         if m:
             cmp.mismatches.append(m)
     ctx = {"ops": ops, "default": tolerance, "per_output": per_output, "names": names,
-           "writers": lambda p: _writers(a, b, p), "input_scale": scale_in}
+           "writers": lambda p: _writers(a, b, p), "input_scale": scale_in, "sampled": sampled is not None}
     _compare_returned(a.returned, b.returned, "returned", ctx, cmp.mismatches)
     cmp.mismatches.extend(integrity(a, case) + integrity(b, case))
     return cmp

@@ -70,6 +70,12 @@ def render(check_id: str, case: Case, cmp: Comparison, verdict: Verdict | None =
         launches = a.launches or b.launches
         lines.append(f"  grid: {grid}" + (f" ({len(launches)} launches)" if len(launches) > 1 else ""))
     lines.append(f"  backends: {_backend_line(a)} vs {_backend_line(b)}")
+    for o in (a, b):
+        if o.trace is not None and o.trace.sampled and grid is not None:
+            shown = ", ".join(str(p) for p in o.trace.programs_run[:12])
+            more = " ..." if len(o.trace.programs_run) > 12 else ""
+            lines.append(f"  {o.backend} interpreted {len(o.trace.programs_run)} of {grid[0] * grid[1] * grid[2]} "
+                         f"programs: {shown}{more}; only what they wrote is compared")
     for m in cmp.mismatches:
         lines += describe_mismatch(m, a.backend, b.backend, grid)
     for o in (a, b):

@@ -118,20 +118,29 @@ class Runner:
         spec = BackendSpec.parse(text)
         if spec.kind == "interpreter":
             spec = spec.with_(check_pointers=check.check_pointers)
-            if spec.programs is None and spec.order == "forward" and not spec.upcast:
-                size = check.sample_programs if check.sample_programs is not None else self.options.sample_size
+            size = check.sample_programs if check.sample_programs is not None else self.options.sample_size
+            if spec.programs is None and spec.order == "forward" and not spec.upcast and size > 0:
                 spec = spec.with_(sample=(self.options.sample_threshold, size, 0))
         return spec
 
-    def run_specs(self, check: Check, case: Case, specs: Iterable[str]) -> list[Outcome]:
+    @staticmethod
+    def _sampled(o: Outcome) -> bool:
+        return o.trace is not None and o.trace.sampled
+
+    def run_specs(self, check: Check, case: Case, specs: Iterable[str | BackendSpec]) -> list[Outcome]:
         target = self._target(check)
-        jobs = [Job(target, self.spec(check, s), case) for s in specs]
+        jobs = [Job(target, s if isinstance(s, BackendSpec) else self.spec(check, s), case) for s in specs]
         return self.executor.run_many(jobs, check.timeout or self.options.timeout)
 
     def evaluate(self, check: Check, case: Case, pair: tuple[str, str],
                  result: CheckResult | None = None) -> tuple[Comparison | None, str | None]:
         """Run a case on both backends; (comparison, None) or (None, reason it cannot be judged)."""
         a, b = self.run_specs(check, case, pair)
+        if any(o.trace is not None and o.trace.sampled and o.trace.atomics for o in (a, b)):
+            # atomics accumulate over every program: a sample cannot be compared, interpret them all
+            full = [s if not self._sampled(o) else self.spec(check, s).with_(sample=None)
+                    for s, o in zip(pair, (a, b))]
+            a, b = self.run_specs(check, case, full)
         setup = [o for o in (a, b) if o.error is not None and o.error.kind == "setup"]
         if setup:
             raise _Abort(f"{setup[0].backend} could not run the case: {setup[0].error.message}")

@@ -41,7 +41,8 @@ class _Session(Session):
 
     def transform_store(self, ptrs, value, mask):
         data = np.asarray(value.data)
-        if data.dtype.kind != "f" or (self.only is not None and self.program[0] != self.only):
+        only = self.grid[0] - 1 if self.only == -1 else self.only
+        if data.dtype.kind != "f" or (only is not None and self.program[0] != only):
             return value
         delta = self.delta
         if self.noisy:
@@ -101,3 +102,10 @@ class FaultyFirstProgram(Perturb):
 
     label = "faulty"
     program = 0
+
+
+class FakeCompiledTail(Perturb):
+    """Plays the compiled side (every program), wrong only in the last program of the grid."""
+
+    label = "compiled"
+    program = -1

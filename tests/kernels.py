@@ -299,3 +299,40 @@ def bf16_dot_kernel(a_ptr, b_ptr, c_ptr, BLOCK: tl.constexpr):
     a = tl.load(a_ptr + r[:, None] * BLOCK + r[None, :])
     b = tl.load(b_ptr + r[:, None] * BLOCK + r[None, :])
     tl.store(c_ptr + r[:, None] * BLOCK + r[None, :], tl.dot(a, b))
+
+
+def _launch_wide(kernel, x):
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    kernel[(triton.cdiv(x.numel(), 4),)](x, out, x.numel(), x.stride(0), BLOCK=4)
+    return out
+
+
+@tdiff.check(
+    launch=_launch_wide,
+    reference=lambda x: x * 2,
+    x=tst.tensors(shape=(4 * 1024 - 1,), layouts=["contiguous"], values=tst.values(-4, 4, specials=False)),
+    max_examples=3,
+)
+@triton.jit
+def wide_grid_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs * stride, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 2, mask=offs < n)
+
+
+@tdiff.check(
+    launch=lambda kernel, x: _atomic_wide(kernel, x),
+    reference=lambda x: x.float().sum().reshape(1),
+    x=tst.tensors(shape=(4 * 256,), layouts=["contiguous"], values=tst.values(-4, 4, specials=False)),
+    max_examples=2,
+)
+@triton.jit
+def wide_atomic_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def _atomic_wide(kernel, x):
+    out = torch.zeros(1, dtype=torch.float32, device=x.device)
+    kernel[(triton.cdiv(x.numel(), 4),)](x, out, x.numel(), BLOCK=4)
+    return out

@@ -32,8 +32,9 @@ except ImportError:  # pragma: no cover
 _MISSING = object()
 _lock = threading.RLock()
 _depth = 0
-_saved: list[tuple[object, dict[str, Any]]] = []
 _knob_saved: Any = _MISSING
+# (object, attribute, patched value, original value or _MISSING): computed once, replayed per scope
+_patches: list[tuple[object, str, Any, Any]] | None = None
 
 
 def _anchor() -> None:
@@ -86,26 +87,48 @@ def _index(self: Any) -> int:
     return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
 
 
-def _enter() -> None:
-    global _saved, _knob_saved
-    _saved = [(obj, _snapshot(obj)) for obj in _targets()]
-    if _knobs is not None:
-        _knob_saved = _knobs.runtime.__dict__.get("interpret", _MISSING)
-        _knobs.runtime.__dict__["interpret"] = True  # no env change: child processes are unaffected
+def _compute_patches() -> list[tuple[object, str, Any, Any]]:
+    """Let Triton patch the language once, record every change, and undo it."""
+    before = [(obj, _snapshot(obj)) for obj in _targets()]
     try:
         _interp._patch_lang(_anchor)
         tl.core.tensor.__index__ = _index
         JITFunction.__call__ = _device_call
-    except BaseException:
-        _exit()
-        raise
+        patches = []
+        for obj, snap in before:
+            for name, value in vars(obj).items():
+                old = snap.get(name, _MISSING)
+                if old is not value:
+                    patches.append((obj, name, value, old))
+        return patches
+    finally:
+        for obj, snap in reversed(before):
+            _restore(obj, snap)
+
+
+def _current(obj: object, name: str) -> Any:
+    return vars(obj).get(name, _MISSING)
+
+
+def _enter() -> None:
+    global _patches, _knob_saved
+    if _patches is None or any(_current(obj, name) is not old for obj, name, _, old in _patches[::16]):
+        _patches = _compute_patches()  # first use, or someone else changed the language since
+    if _knobs is not None:
+        _knob_saved = _knobs.runtime.__dict__.get("interpret", _MISSING)
+        _knobs.runtime.__dict__["interpret"] = True  # no env change: child processes are unaffected
+    for obj, name, new, _ in _patches:
+        setattr(obj, name, new)
 
 
 def _exit() -> None:
-    global _saved, _knob_saved
-    for obj, snap in reversed(_saved):
-        _restore(obj, snap)
-    _saved = []
+    global _knob_saved
+    for obj, name, _, old in reversed(_patches or []):
+        if old is _MISSING:
+            if name in vars(obj):
+                delattr(obj, name)
+        else:
+            setattr(obj, name, old)
     if _knobs is not None:
         if _knob_saved is _MISSING:
             _knobs.runtime.__dict__.pop("interpret", None)

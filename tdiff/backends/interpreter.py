@@ -8,11 +8,12 @@ programs in another order or only a sample of them.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import random
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,29 @@ def all_programs(grid: Program) -> list[Program]:
 
 def linear(p: Program, grid: Program) -> int:
     return p[0] + grid[0] * (p[1] + grid[1] * p[2])
+
+
+def sample_programs(grid: Program, size: int, seed: int = 0) -> list[Program]:
+    """Programs worth interpreting in a large grid: the corners (first, last), programs on the last
+    face of each axis (they own the masked tails), and `size` random ones."""
+    gx, gy, gz = grid
+    rng = random.Random(hash((grid, seed)) & 0xFFFFFFFF)
+    chosen: set[Program] = set()
+    for x in {0, gx - 1}:
+        for y in {0, gy - 1}:
+            for z in {0, gz - 1}:
+                chosen.add((x, y, z))
+    for axis, n in enumerate(grid):
+        if n > 1:
+            for _ in range(2):
+                p = [rng.randrange(gx), rng.randrange(gy), rng.randrange(gz)]
+                p[axis] = n - 1
+                chosen.add((p[0], p[1], p[2]))
+    total = gx * gy * gz
+    for _ in range(min(size, total)):
+        i = rng.randrange(total)
+        chosen.add((i % gx, (i // gx) % gy, i // (gx * gy)))
+    return sorted(chosen, key=lambda p: linear(p, grid))
 
 
 @dataclass
@@ -173,8 +197,33 @@ def _itemsize(ptrs: Any) -> int:
     return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
 
 
-def _install(builder: Any, session: Session) -> None:
-    """Set instance attributes on the interpreter's builder that wrap the class methods."""
+@contextlib.contextmanager
+def instrumented(builder: Any, session: Session) -> Iterator[None]:
+    """Wrap the interpreter's builder (and reductions) with `session`'s hooks for the body."""
+    changes = _install(builder, session)
+    try:
+        yield
+    finally:
+        for obj, name, old in reversed(changes):
+            if old is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, old)
+
+
+_MISSING = object()
+
+
+def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
+    """Set instance attributes on the interpreter's builder that wrap the class methods.
+
+    Returns what it changed, as (object, attribute, previous value or _MISSING)."""
+    changes: list[tuple[object, str, Any]] = []
+
+    def put(obj: object, name: str, value: Any) -> None:
+        changes.append((obj, name, vars(obj).get(name, _MISSING)))
+        setattr(obj, name, value)
+
     cls = type(builder)
     TensorHandle = _interp.TensorHandle
 
@@ -292,7 +341,7 @@ def _install(builder: Any, session: Session) -> None:
         if hasattr(cls, name):
             hooks[name] = ub_cast(name)
     for name, fn in hooks.items():
-        setattr(builder, name, fn)
+        put(builder, name, fn)
 
     # reductions and scans bypass the builder: tag them at the language level
     for mod in (tl, tl.core):
@@ -303,7 +352,8 @@ def _install(builder: Any, session: Session) -> None:
                 session.trace.ops.add(_tag)
                 return _inner(*args, **kw)
 
-            setattr(mod, attr, tagged)
+            put(mod, attr, tagged)
+    return changes
 
 
 # ------------------------------------------------------------------ one launch
@@ -340,9 +390,8 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
         random.Random(s.options.seed).shuffle(programs)
     s.grid = g
     builder = _interp.interpreter_builder
-    with interpreting(), np.errstate(all="ignore"), warnings.catch_warnings():
+    with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        _install(builder, s)
         run_fn = rewritten(fn)
         args_cvt = {n: (v if n in constexprs else _interp._implicit_cvt(v)) for n, v in host_args.items()}
         builder.set_grid_dim(*g)
@@ -393,6 +442,15 @@ class InterpreterBackend:
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen
+        elif self.spec.sample is not None:
+            threshold, size, seed = self.spec.sample
+
+            def sampled(grid: Program) -> Sequence[Program]:
+                if grid[0] * grid[1] * grid[2] <= threshold:
+                    return all_programs(grid)
+                return sample_programs(grid, size, seed)
+
+            self.options.programs = sampled
 
     def make_session(self, plan: LaunchPlan) -> Session:
         return Session(self.options, plan)

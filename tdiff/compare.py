@@ -25,6 +25,7 @@ class Mismatch:
     side: str | None = None  # for gap/guard: the backend that did it
     count: int = 0
     total: int = 0
+    special: int = 0  # mismatches where a side is NaN or infinite
     max_abs: float = 0.0
     max_abs_index: tuple = ()
     max_rel: float = 0.0
@@ -113,28 +114,37 @@ def value_mismatch(target: str, a: np.ndarray, b: np.ndarray, dt: dtypes.DType, 
     bad = ~ok
     count = int(bad.sum())
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        absd = np.where(bad, np.abs(a - b), 0.0)
-        absd = np.where(np.isnan(absd), np.inf, absd)
-        rel = np.where(np.abs(b) > 0, absd / np.abs(b), np.where(absd > 0, np.inf, 0.0))  # relative to b
-        rel = np.where(bad, np.nan_to_num(rel, nan=np.inf), 0.0)
-    i_abs = np.unravel_index(int(np.argmax(absd)), a.shape) if a.ndim else ()
-    i_rel = np.unravel_index(int(np.argmax(rel)), a.shape) if a.ndim else ()
+        special = bad & ~(np.isfinite(a) & np.isfinite(b))  # NaN or inf on one side, or infinities differ
+        finite = bad & ~special
+        absd = np.where(finite, np.abs(a - b), 0.0)
+        rel = np.where(finite & (np.abs(b) > 0), absd / np.where(np.abs(b) > 0, np.abs(b), 1.0), 0.0)
+        rel = np.where(finite & (b == 0) & (absd > 0), np.inf, rel)
+
+    def at(i: np.ndarray | tuple) -> tuple:
+        return tuple(int(v) for v in i)
+
+    i_abs = at(np.unravel_index(int(np.argmax(absd)), a.shape)) if a.ndim else ()
+    i_rel = at(np.unravel_index(int(np.argmax(rel)), a.shape)) if a.ndim else ()
     examples = []
-    for idx in list(zip(*np.nonzero(bad)))[:5] if a.ndim else [()]:
-        idx = tuple(int(i) for i in idx)
+    for idx in (list(zip(*np.nonzero(bad))) if a.ndim else [()])[:5]:
+        idx = at(idx)
         examples.append((idx, float(a[idx]), float(b[idx])))
     programs: list[tuple[int, int]] = []
     if writers is not None and writers.shape == a.shape:
         programs = sorted(Counter(int(p) for p in writers[bad].reshape(-1)).items())
-    idx = tuple(int(i) for i in i_abs)
-    msg = (f"`{target}`: {count} of {a.size} elements differ ({100 * count / max(a.size, 1):.3g}%); "
-           f"largest difference {_fmt(float(absd[i_abs]) if a.ndim else float(absd))} at {idx}: "
-           f"{names[0]}={_fmt(float(a[i_abs]) if a.ndim else float(a))}, "
-           f"{names[1]}={_fmt(float(b[i_abs]) if a.ndim else float(b))}")
+    parts = [f"`{target}`: {count} of {a.size} elements differ ({100 * count / max(a.size, 1):.3g}%)"]
+    if finite.any():
+        parts.append(f"largest difference {_fmt(float(absd[i_abs]))} at {i_abs}: "
+                     f"{names[0]}={_fmt(float(a[i_abs]))}, {names[1]}={_fmt(float(b[i_abs]))}")
+    if special.any():
+        j = at(np.argwhere(special)[0]) if a.ndim else ()
+        parts.append(f"{int(special.sum())} NaN/inf mismatch(es), first at {j}: "
+                     f"{names[0]}={_fmt(float(a[j]))}, {names[1]}={_fmt(float(b[j]))}")
+    msg = "; ".join(parts)
     return Mismatch(
-        target, "values", msg, count=count, total=int(a.size),
-        max_abs=float(absd.max()) if absd.size else 0.0, max_abs_index=idx,
-        max_rel=float(rel.max()) if rel.size else 0.0, max_rel_index=tuple(int(i) for i in i_rel),
+        target, "values", msg, count=count, total=int(a.size), special=int(special.sum()),
+        max_abs=float(absd.max()) if absd.size else 0.0, max_abs_index=i_abs,
+        max_rel=float(rel.max()) if rel.size else 0.0, max_rel_index=i_rel,
         examples=examples, programs=programs, tolerance=tol.describe(), mask=bad, tol=tol,
     )
 

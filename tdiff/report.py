@@ -43,12 +43,13 @@ def _programs(m: Mismatch, grid: tuple[int, int, int] | None) -> str:
 def describe_mismatch(m: Mismatch, a: str, b: str, grid: tuple[int, int, int] | None) -> list[str]:
     if m.kind != "values":
         return [f"  - {m.message}"]
-    lines = [
-        f"  - `{m.target}`: {m.count} of {m.total} elements differ ({100 * m.share:.3g}%), "
-        f"tolerance {m.tolerance}",
-        f"      largest absolute difference {m.max_abs:.6g} at {m.max_abs_index}",
-        f"      largest relative difference {m.max_rel:.6g} at {m.max_rel_index}",
-    ]
+    lines = [f"  - `{m.target}`: {m.count} of {m.total} elements differ ({100 * m.share:.3g}%), "
+             f"tolerance {m.tolerance}"]
+    if m.count > m.special:
+        lines += [f"      largest absolute difference {m.max_abs:.6g} at {m.max_abs_index}",
+                  f"      largest relative difference {m.max_rel:.6g} at {m.max_rel_index}"]
+    if m.special:
+        lines.append(f"      {m.special} element(s) NaN or infinite on one side only")
     for idx, x, y in m.examples[:3]:
         lines.append(f"      at {idx}: {a} = {x:.9g}, {b} = {y:.9g}")
     p = _programs(m, grid)

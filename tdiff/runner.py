@@ -248,12 +248,12 @@ class Runner:
         if not div.quiet and self.options.repro_dir is not None:
             folder = Path(self.options.repro_dir) / check.kernel_name / case.digest()
             try:
-                div.pictures = save_pictures(cmp, folder)
                 div.repro_path = repro.write(folder, check, case, cmp, verdict, pair)
                 extra.append(f"reproducer: {div.repro_path} (run: python {div.repro_path})")
-                extra += [f"picture: {p}" for p in div.pictures]
             except Exception as exc:
                 extra.append(f"reproducer: not written ({type(exc).__name__}: {exc})")
+            div.pictures = save_pictures(cmp, folder)
+            extra += [f"picture: {p}" for p in div.pictures]
         if not div.quiet and self.options.corpus_dir is not None and source == "search":
             try:
                 div.corpus_path = corpus_mod.write(Path(self.options.corpus_dir), check, case, cmp, verdict, pair)

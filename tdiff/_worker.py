@@ -16,6 +16,8 @@ def main() -> None:
 
     from tdiff.backends.run import run_case
 
+    _warm_up()
+
     while True:
         try:
             job = conn_in.recv()
@@ -29,6 +31,20 @@ def main() -> None:
         conn_out.send((outcome, healthy))
         if not healthy:
             return
+
+
+def _warm_up() -> None:
+    """Pay the one-time costs (imports, CUDA context) before the first case arrives."""
+    import os
+
+    import tdiff.backends.interpreter  # noqa: F401  (imports triton and its interpreter)
+
+    if os.environ.get("TDIFF_WORKER") == "gpu":
+        import torch
+
+        if torch.cuda.is_available():
+            torch.empty(1, device="cuda")
+            import tdiff.backends.compiled  # noqa: F401
 
 
 if __name__ == "__main__":

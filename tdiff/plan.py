@@ -160,6 +160,16 @@ def capture_returned(value: Any) -> Any:
     return None  # e.g. the CompiledKernel handle a launch returns: not data
 
 
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    # the C setter: the public one imports torch._inductor (seconds) to set a flag only
+    # torch.compile reads
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is not None:
+        setter(mode, warn_only=warn_only)
+    else:  # pragma: no cover
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+
+
 @contextlib.contextmanager
 def deterministic_empty() -> Iterator[None]:
     """Make `torch.empty` fill new memory (NaN / max int), so unwritten outputs compare equal."""
@@ -168,12 +178,12 @@ def deterministic_empty() -> Iterator[None]:
     fill = torch.utils.deterministic.fill_uninitialized_memory
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        _set_deterministic(True, warn_only=True)
         torch.utils.deterministic.fill_uninitialized_memory = True
         try:
             yield
         finally:
-            torch.use_deterministic_algorithms(det, warn_only=warn_only)
+            _set_deterministic(det, warn_only=warn_only)
             torch.utils.deterministic.fill_uninitialized_memory = fill
 
 

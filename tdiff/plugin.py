@@ -272,6 +272,20 @@ def _summary(result: Any) -> dict:
     }
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the worker processes while pytest gets ready: their imports overlap with it."""
+    state = session.config.stash.get(_KEY, None)
+    if state is None or session.config.option.collectonly:
+        return
+    if not any(isinstance(i, TdiffItem) for i in session.items):
+        return
+    from .backends.base import gpu_available
+
+    runner = state.get_runner()
+    if hasattr(runner.executor, "warm"):
+        runner.executor.warm(["gpu", "cpu"] if gpu_available() else ["cpu", "ref"])
+
+
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
     if report.when != "call":
         return None

@@ -142,7 +142,10 @@ class Session:
 
     def locate(self, address: int) -> str:
         if self.plan is not None:
-            return self.plan.locate(address)
+            where = self.plan.locate(address)
+            if self.plan.device.type != "cpu" and where != "outside every allocation":
+                return f"{where} on {self.plan.device} (a device address the interpreter cannot read)"
+            return where
         return "outside every allocation"
 
     # -- checks ------------------------------------------------------------

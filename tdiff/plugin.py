@@ -332,7 +332,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             times = ", ".join(f"{k} {v:.2f}s" for k, v in s["seconds"].items())
             replay = f", replayed {len(s['replayed'])}" if s["replayed"] else ""
             comp = f", {s['compiles']} compiles ({s['compile_seconds']:.1f}s)" if s["compiles"] else ""
-            tr.write_line(f"{s['status'].upper():7} {kid}: {s['cases']} cases{replay}; {vtext}; {times}{comp}")
+            tr.write_line(f"{s['status'].upper():7} {kid}: {s['cases']} cases{replay}; {vtext}; {s['wall']:.1f}s "
+                          f"({times}{comp})")
             for d in s["divergences"]:
                 if d["shrunk"]:
                     tr.write_line(f"          shrunk: {d['shrunk']}")

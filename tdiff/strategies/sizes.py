@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from hypothesis import strategies as st
 
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
@@ -11,6 +13,7 @@ def _within(values: list[int], lo: int, hi: int) -> list[int]:
     return sorted({v for v in values if lo <= v <= hi})
 
 
+@cache
 def sizes(block: int | None = None, *, min_value: int = 1, max_value: int | None = None,
           max_blocks: int = 4) -> st.SearchStrategy[int]:
     """Sizes that exercise masked tails: 1, small primes, and k*B-1, k*B, k*B+1 for a block size B.
@@ -32,6 +35,7 @@ def sizes(block: int | None = None, *, min_value: int = 1, max_value: int | None
     return st.one_of(st.sampled_from(special), plain) if special else plain
 
 
+@cache
 def ints(min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int]:
     """Integers hitting each class Triton specializes on: equal to 1, divisible by 16, odd, other."""
     special = _within([1, 16, 32, 48, 64, 3, 7, 17, 33, 2, 6, 24, 0, -1], min_value, max_value)
@@ -48,6 +52,7 @@ def specialization(n: int) -> str:
     return "odd" if n % 2 else "other"
 
 
+@cache
 def sides(min_side: int = 1, max_side: int = 64) -> st.SearchStrategy[int]:
     """Tensor sides: small and odd sizes first, powers of two and their neighbours."""
     edges = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257]

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from ..case import TensorArg
 from ..dtypes import DType, dtype
-from .layouts import LAYOUTS, WRITABLE, layouts
+from .layouts import LAYOUTS, WRITABLE, _choice, draw_layout
 from .sizes import sides
-from .values import DEFAULT, Values, draw_values, poison
+from .values import DEFAULT, Values, poison, values_of
 
 FLOATS = ("float32", "float16", "bfloat16")
 INTS = ("int32", "int8", "int16", "int64", "uint8")
@@ -60,7 +60,7 @@ class TensorStrategy:
             if "float32" in names:  # shrink towards float32
                 names.remove("float32")
                 names.insert(0, "float32")
-            return dtype(draw(st.sampled_from(names)) if len(names) > 1 else names[0])
+            return dtype(draw(_choice(tuple(names))) if len(names) > 1 else names[0])
         if self.like:
             return dtype(env[self.like].dtype)
         return dtype("float32")
@@ -104,11 +104,11 @@ class TensorStrategy:
 def _draw_tensor(draw: st.DrawFn, spec: TensorStrategy, env: Mapping[str, Any]) -> TensorArg:
     dt = spec._dtype(draw, env)
     shape = spec._shape(draw, env)
-    lay = draw(layouts(shape, dt.itemsize, spec.layouts))
+    lay = draw_layout(draw, shape, dt.itemsize, spec.layouts)
     storage = np.repeat(poison(dt), lay.storage_size)
     probe = TensorArg(dt.name, shape, lay.strides, lay.offset, storage, lay.kind)
     where = np.unique(probe.view_index().reshape(-1))
-    vals, specials = draw(draw_values(int(where.size), dt, spec.values))
+    vals, specials = values_of(draw, int(where.size), dt, spec.values)
     storage[where] = vals
     aligned = "aligned" if (lay.offset * dt.itemsize) % 16 == 0 else "misaligned"
     tags = (lay.kind, aligned, dt.name, *specials)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 import numpy as np
 from hypothesis import strategies as st
@@ -137,18 +138,38 @@ def to_carrier(x: np.ndarray, dt: DType) -> np.ndarray:
     return from_float64(x, dt)
 
 
+@cache
+def _choice(values: tuple) -> st.SearchStrategy:
+    return st.sampled_from(values)
+
+
+@cache
+def _int(lo: int, hi: int) -> st.SearchStrategy[int]:
+    return st.integers(lo, hi)
+
+
+@lru_cache(maxsize=4096)
+def _placements(kinds: tuple[str, ...], n: int) -> st.SearchStrategy[list[tuple[str, int]]]:
+    return st.lists(st.tuples(_choice(kinds), _int(0, n - 1)), max_size=min(6, n))
+
+
 @st.composite
 def draw_values(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tuple[np.ndarray, tuple[str, ...]]:
     """(carrier values of length n, special kinds placed)."""
+    return values_of(draw, n, dt, spec)
+
+
+def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tuple[np.ndarray, tuple[str, ...]]:
+    """`draw_values` as a plain function of `draw` (cheaper inside other composites)."""
     dists = DISTRIBUTIONS if spec.min_value is None or dt.is_float else DISTRIBUTIONS[:-1]
-    dist = draw(st.sampled_from(dists))
-    seed = draw(st.integers(0, 2**32 - 1))
-    scale = draw(st.integers(-3, 3)) if dist == "normal" else 0
+    dist = draw(_choice(dists))
+    seed = draw(_int(0, 2**32 - 1))
+    scale = draw(_int(-3, 3)) if dist == "normal" else 0
     x = dense(dist, seed, scale, n, dt, spec)
-    kinds = spec.kinds(dt)
+    kinds = tuple(spec.kinds(dt))
     placed: list[tuple[str, int]] = []
     if kinds and n:
-        placed = draw(st.lists(st.tuples(st.sampled_from(kinds), st.integers(0, n - 1)), max_size=min(6, n)))
+        placed = draw(_placements(kinds, n))
     out = to_carrier(x, dt)
     final = dict((pos, kind) for kind, pos in placed)  # a later special at the same position wins
     for pos, kind in final.items():

@@ -272,18 +272,21 @@ def _summary(result: Any) -> dict:
     }
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the worker processes while pytest gets ready: their imports overlap with it."""
-    state = session.config.stash.get(_KEY, None)
-    if state is None or session.config.option.collectonly:
-        return
-    if not any(isinstance(i, TdiffItem) for i in session.items):
-        return
+def _warm(config: pytest.Config) -> None:
+    """Start the worker processes now, so their imports and CUDA set-up overlap with collection."""
+    state = config.stash.get(_KEY, None)
+    controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if state is None or config.option.collectonly or controller:
+        return  # (an xdist controller runs no tests: its workers warm their own)
     from .backends.base import gpu_available
 
     runner = state.get_runner()
     if hasattr(runner.executor, "warm"):
         runner.executor.warm(["gpu", "cpu"] if gpu_available() else ["cpu", "ref"])
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    _warm(session.config)
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:

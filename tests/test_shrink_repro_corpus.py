@@ -140,3 +140,22 @@ def test_cases_round_trip_through_json_and_npz():
     back = from_json(json.loads(json.dumps(meta)), arrays)
     assert back.inputs == case.inputs and back.config == 1 and back.dims == {"N": 3}
     assert back.digest() == case.digest()
+
+
+def test_known_divergences_are_watched_not_failed(tmp_path):
+    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
+                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
+    a, b = Runner(opts).run_specs(check, case, ["tests.faulty:FaultyFirstProgram", "interpreter"])
+    from tdiff.compare import compare
+
+    path = corpus.write(tmp_path, check, case, compare(a, b, case), None, opts.backends)
+    meta = json.loads((path / "entry.json").read_text())
+    meta["expect"] = "divergence"
+    (path / "entry.json").write_text(json.dumps(meta))
+    with pytest.raises(tdiff.DivergenceError):  # the faulty backend still fails new cases...
+        tdiff.verify(K.double_kernel, options=opts)
+    (res,) = tdiff.verify(K.double_kernel, options=opts.with_(backends=("interpreter", "reference")))
+    assert (path.name, "passed") in res.replayed  # ...and once "fixed", the entry says so
+    assert any("no longer diverges" in n for n in res.notes)

@@ -64,7 +64,15 @@ class TensorArg:
         return self.storage.size * self.dt.itemsize
 
     def view_index(self) -> np.ndarray:
-        """Storage index of each view element, shaped like the view."""
+        """Storage index of each view element, shaped like the view (computed once; read-only)."""
+        cached = self.__dict__.get("_view_index")
+        if cached is None:
+            cached = self._view_index()
+            cached.flags.writeable = False
+            self.__dict__["_view_index"] = cached
+        return cached
+
+    def _view_index(self) -> np.ndarray:
         idx = np.full(self.shape, self.offset, dtype=np.int64)
         for axis, (n, s) in enumerate(zip(self.shape, self.strides)):
             shape = [1] * len(self.shape)
@@ -73,10 +81,14 @@ class TensorArg:
         return idx
 
     def in_view(self) -> np.ndarray:
-        """Boolean mask over the storage: True where an element belongs to the view."""
-        mask = np.zeros(self.storage.size, dtype=bool)
-        mask[self.view_index().reshape(-1)] = True
-        return mask
+        """Boolean mask over the storage: True where an element belongs to the view (read-only)."""
+        cached = self.__dict__.get("_in_view")
+        if cached is None:
+            cached = np.zeros(self.storage.size, dtype=bool)
+            cached[self.view_index().reshape(-1)] = True
+            cached.flags.writeable = False
+            self.__dict__["_in_view"] = cached
+        return cached
 
     def values(self) -> np.ndarray:
         """The view's values (carrier dtype), shaped like the view."""

@@ -231,6 +231,9 @@ def integrity(outcome: Outcome, case: Case) -> list[Mismatch]:
 
 def input_scale(case: Case) -> float:
     """The largest finite magnitude among the case's floating input views (before the launch)."""
+    cached = case.__dict__.get("_input_scale")
+    if cached is not None:
+        return cached
     best = 0.0
     for arg in case.tensors().values():
         if arg.dt.is_float and arg.numel:
@@ -238,7 +241,18 @@ def input_scale(case: Case) -> float:
     for v in case.inputs.values():
         if isinstance(v, float) and np.isfinite(v):
             best = max(best, abs(v))
+    case.__dict__["_input_scale"] = best
     return best
+
+
+def input_numel(case: Case) -> int:
+    return max((a.numel for a in case.tensors().values() if a.dt.is_float), default=0)
+
+
+def reduction_factor(case: Case, target_numel: int) -> float:
+    """sqrt(terms per output): an output smaller than the inputs sums over them (row sums, atomics),
+    and summation order errors grow with the number of terms."""
+    return float(np.sqrt(max(1.0, input_numel(case) / max(1, target_numel))))
 
 
 def tolerance_for(target: str, dt: str, ops: set[str] | None, default: Any, per_output: Mapping[str, Any]) -> Tolerance:
@@ -286,7 +300,8 @@ def _compare_returned(a: Any, b: Any, path: str, ctx: dict, out: list[Mismatch])
         ra, rb = a.values, b.values
         if ctx["sampled"] and wr is not None and wr.shape == va.shape:
             va, vb, ra, rb = _keep(va, wr >= 0), _keep(vb, wr >= 0), None, None
-        m = value_mismatch(path, va, vb, dt, tol, wr, ra, rb, ctx["names"], ctx["input_scale"])
+        m = value_mismatch(path, va, vb, dt, tol, wr, ra, rb, ctx["names"],
+                           ctx["input_scale"] * reduction_factor(ctx["case"], va.size))
         if m:
             out.append(m)
         return
@@ -348,11 +363,13 @@ def compare(a: Outcome, b: Outcome, case: Case, tolerance: Any = None,
             keep = writers >= 0 if writers is not None else np.zeros(arg.shape, bool)
             va, vb = _keep(va, keep), _keep(vb, keep)
             ra = rb = None
-        m = value_mismatch(name, va, vb, arg.dt, tol, writers, ra, rb, names, scale_in)
+        m = value_mismatch(name, va, vb, arg.dt, tol, writers, ra, rb, names,
+                           scale_in * reduction_factor(case, arg.numel))
         if m:
             cmp.mismatches.append(m)
     ctx = {"ops": ops, "default": tolerance, "per_output": per_output, "names": names,
-           "writers": lambda p: _writers(a, b, p), "input_scale": scale_in, "sampled": sampled is not None}
+           "writers": lambda p: _writers(a, b, p), "input_scale": scale_in, "sampled": sampled is not None,
+           "case": case}
     _compare_returned(a.returned, b.returned, "returned", ctx, cmp.mismatches)
     cmp.mismatches.extend(integrity(a, case) + integrity(b, case))
     return cmp

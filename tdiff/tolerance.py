@@ -7,8 +7,10 @@ An element pair (a, b) agrees when
 where S is the smaller of the two sides' largest finite magnitude over the whole tensor (so
 cancellation near zero is judged against the size of the data, and garbage on one side does
 not widen the tolerance), and I is the largest finite magnitude among the floating inputs
-(intermediates cancel too: a normalization's backward can be tiny where its terms are not);
-`inputs` is a few ulps of float32 (float64 for float64 outputs), the usual compute precision.
+(intermediates cancel too: a normalization's backward can be tiny where its terms are not),
+times sqrt(input elements / output elements) for outputs smaller than the inputs (a sum's
+rounding grows with its number of terms); `inputs` is a few ulps of float32 (float64 for
+float64 outputs), the usual compute precision.
 
 NaN agrees with NaN at the same position (payloads are ignored); infinities must match in sign;
 -0.0 equals 0.0 unless `signed_zero=True`. `exact` compares bits (NaN payloads aside): integers,

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import dtypes
 from .case import Case
-from .compare import Comparison, compare, input_scale, value_mismatch, view_values
+from .compare import Comparison, compare, input_scale, reduction_factor, value_mismatch, view_values
 from .outcome import Outcome
 from .tolerance import Tolerance
 
@@ -184,7 +184,7 @@ def _judge(case: Case, cmp: Comparison, truth: Outcome, truth_spec: str, extra: 
         if m.tolerance and "tf32" in m.tolerance:
             tol = Tolerance.preset("tf32", dt)
         tol = tol.loosened(4)
-        scale_in = input_scale(case)
+        scale_in = input_scale(case) * reduction_factor(case, vt.size)
         close_a &= value_mismatch(target, va, vt, dt, tol, None, input_scale=scale_in) is None
         close_b &= value_mismatch(target, vb, vt, dt, tol, None, input_scale=scale_in) is None
         reasons.append(f"`{target}`: RMSE to the {truth_spec} result: {a.backend} {ea:.3g}, {b.backend} {eb:.3g}")

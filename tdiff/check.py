@@ -93,7 +93,9 @@ class TargetRef:
             for c in checks_of(obj):
                 if c.name == self.name and c.kernel_name == self.kernel:
                     return c
-        raise LookupError(f"check {self.name!r} of kernel {self.kernel!r} not found in {self.module}")
+        raise LookupError(f"check {self.name!r} of kernel {self.kernel!r} not found in {self.module}: worker "
+                          "processes import kernels by module, so define them at module level (or run with "
+                          "isolation='none' / --tdiff-isolation none)")
 
 
 def _import(module: str, file: str | None) -> Any:

@@ -47,12 +47,6 @@ def configs(kernel: Any) -> list[Config]:
     return []
 
 
-def config_dict(config: Config) -> dict:
-    d = dict(config.all_kwargs())
-    d.pop("ir_override", None)
-    return d
-
-
 def constexpr_names(jit: JITFunction) -> list[str]:
     return [p.name for p in jit.params if p.is_constexpr]
 

@@ -5,6 +5,7 @@ Plain data only, so outcomes cross process boundaries and can be compared anywhe
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,3 +135,17 @@ class Outcome:
 
     def grid(self) -> tuple[int, int, int] | None:
         return self.launches[-1].grid if self.launches else None
+
+
+def returned_at(returned: Any, path: str) -> Any:
+    """The part of a launch's returned value a path names: "returned", "returned[0]", "returned['y']"."""
+    if not path.startswith("returned"):
+        return None
+    node = returned
+    rest = path[len("returned"):]
+    for part in filter(None, rest.strip("[]").split("][")) if rest else []:
+        try:
+            node = node[ast.literal_eval(part)]
+        except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
+            return None
+    return node

@@ -226,7 +226,7 @@ class TdiffItem(pytest.Item):
         result = state.get_runner().run_check(self.check)
         summary = _summary(result)
         self.user_properties.append((RESULTS_KEY, json.dumps(summary)))
-        failed = [d for d in result.failures]
+        failed = result.failures
         if failed:
             self.user_properties.append(("tdiff_verdict", ", ".join(d.verdict.label if d.verdict else "divergence"
                                                                     for d in failed)))

@@ -26,7 +26,7 @@ import triton
 from . import dtypes, kernels
 from .case import Case
 from .compare import Comparison
-from .outcome import Outcome, ReturnedTensor
+from .outcome import Outcome, ReturnedTensor, returned_at
 from .source import Collector
 from .verdict import Verdict
 
@@ -111,25 +111,11 @@ def _recorded(o: Outcome, case: Case, targets: dict[str, dict], data: _Data) -> 
             raw = np.frombuffer(st.storage_bytes, dtype=dtypes.dtype(st.dtype).carrier)[arg.view_index()]
             out[target] = {**data.encode(f"{o.backend}_{target}", raw, st.dtype), "shape": list(arg.shape)}
         else:
-            node = _returned(o.returned, target)
+            node = returned_at(o.returned, target)
             if isinstance(node, ReturnedTensor):
                 out[target] = {**data.encode(f"{o.backend}_{target}", node.values, node.dtype),
                                "shape": list(node.shape)}
     return out
-
-
-def _returned(node: Any, path: str) -> Any:
-    import ast
-
-    if not path.startswith("returned"):
-        return None
-    rest = path[len("returned"):]
-    for part in filter(None, rest.strip("[]").split("][")) if rest else []:
-        try:
-            node = node[ast.literal_eval(part)]
-        except (KeyError, IndexError, TypeError, ValueError):
-            return None
-    return node
 
 
 def _targets(cmp: Comparison, case: Case, runner: Outcome) -> dict[str, dict]:

@@ -175,7 +175,7 @@ class Runner:
                 self._replay(check, pair, result)
             found = self._search(check, pair, result)
             if found is not None:
-                result.divergences.append(self._finish(check, pair, *found, result=result))
+                result.divergences.append(self._finish(check, pair, *found))
         except DivergenceError:
             raise
         except _Abort as exc:
@@ -228,7 +228,7 @@ class Runner:
         return None
 
     def _finish(self, check: Check, pair: tuple[str, str], case: Case, cmp: Comparison,
-                result: CheckResult | None = None, source: str = "search") -> Divergence:
+                source: str = "search") -> Divergence:
         info: ShrinkInfo | None = None
         if source == "search" and self.options.shrink_budget > 0:
             case, cmp, info = shrink(case, cmp, lambda c: self.evaluate(check, c, pair)[0],
@@ -291,8 +291,7 @@ class Runner:
             result.notes.append(f"corpus entry {entry.path} still shows its known divergence: {cmp.summary()}")
             return "known"
         result.replayed.append((entry.id, "failed"))
-        result.divergences.append(self._finish(check, pair, case, cmp, result=result,
-                                               source=f"corpus entry {entry.path}"))
+        result.divergences.append(self._finish(check, pair, case, cmp, source=f"corpus entry {entry.path}"))
         return "failed"
 
 

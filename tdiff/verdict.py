@@ -18,7 +18,7 @@ import numpy as np
 from . import dtypes
 from .case import Case
 from .compare import Comparison, compare, input_scale, reduction_factor, value_mismatch, view_values
-from .outcome import Outcome
+from .outcome import Outcome, returned_at
 from .tolerance import Tolerance
 
 COMPILED_WRONG = "compiled wrong"
@@ -85,20 +85,7 @@ def _values(o: Outcome, case: Case, target: str) -> np.ndarray | None:
     tensors = case.tensors()
     if target in tensors and target in o.storages:
         return view_values(o.storages[target], tensors[target])[0]
-    node = o.returned
-    if target == "returned":
-        pass
-    elif target.startswith("returned["):
-        import ast as _ast
-
-        for part in target[len("returned"):].strip("[]").split("]["):
-            key = _ast.literal_eval(part)
-            try:
-                node = node[key]
-            except (KeyError, IndexError, TypeError):
-                return None
-    else:
-        return None
+    node = returned_at(o.returned, target)
     if node is None or not hasattr(node, "values"):
         return None
     return dtypes.as_float64(node.values, dtypes.dtype(node.dtype))

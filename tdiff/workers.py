@@ -214,9 +214,6 @@ class Pool:
     def run(self, job: Job, timeout: float) -> Outcome:
         return self.run_many([job], timeout)[0]
 
-    def restarts(self) -> int:
-        return sum(max(0, w.starts - 1) for w in self.workers.values())
-
     def close(self) -> None:
         for w in self.workers.values():
             w.stop()
@@ -235,9 +232,6 @@ class InProcess:
 
     def warm(self, lanes: Sequence[str]) -> None:
         pass
-
-    def restarts(self) -> int:
-        return 0
 
     def close(self) -> None:
         pass

@@ -51,13 +51,6 @@ class _Session(Session):
         return TensorHandle((data + bump).astype(data.dtype), value.dtype)
 
 
-class FaultyLastProgram(Perturb):
-    """Perturbs only the stores of program 2: a bug planted in one program."""
-
-    label = "faulty"
-    program = 2
-
-
 class FakeCompiledExact(Perturb):
     """Plays the compiled side, correctly."""
 

@@ -78,3 +78,19 @@ def test_a_crashing_kernel_under_hypothesis_fails_its_cases_and_the_session_goes
     # and the process that ran it is fine: a correct kernel still passes afterwards
     (res,) = tdiff.verify(K.double_kernel, options=opts)
     assert res.status == "passed" and res.cases > 0
+
+
+def test_a_check_workers_cannot_import_is_an_error_not_a_divergence():
+    import triton
+
+    from tdiff import strategies as tst
+
+    # a kernel made at run time: worker processes cannot import it
+    local = tdiff.check(launch=K._launch_1d, reference=lambda x: x * 2, name="local",
+                        x=tst.tensors(shape=(8,)))(triton.jit(K.double_kernel.fn))
+    opts = tdiff.RunOptions(profile="ci", max_examples=3, corpus_dir=None, repro_dir=None, isolation="process")
+    with pytest.raises(tdiff.DivergenceError, match=r"could not run the case: LookupError: check 'local'") as err:
+        tdiff.verify(local, options=opts)
+    assert err.value.results[0].status == "error"
+    (res,) = tdiff.verify(local, options=opts.with_(isolation="none"))  # in-process it works
+    assert res.status == "passed"

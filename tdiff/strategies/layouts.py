@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
 from hypothesis import strategies as st
 
 from ..case import contiguous_strides
+from .cached import choice, integers
 
 #: every layout class, in shrink order (contiguous first)
 LAYOUTS = ("contiguous", "offset", "transposed", "sliced", "split", "padded", "expanded")
@@ -33,16 +33,6 @@ def _contiguous(shape: tuple[int, ...]) -> Layout:
     return Layout("contiguous", contiguous_strides(shape), 0, max(1, _extent(shape, contiguous_strides(shape))))
 
 
-@cache
-def _choice(values: tuple) -> st.SearchStrategy:
-    return st.sampled_from(values)
-
-
-@cache
-def _int(lo: int, hi: int) -> st.SearchStrategy[int]:
-    return st.integers(lo, hi)
-
-
 @st.composite
 def layouts(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
     """Draw one layout for `shape`; kinds that cannot apply to the shape fall back to contiguous."""
@@ -52,12 +42,12 @@ def layouts(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tup
 def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
     """`layouts` as a plain function of `draw` (cheaper inside other composites)."""
     kinds = tuple(k for k in LAYOUTS if k in allowed)
-    kind = draw(_choice(kinds)) if kinds else "contiguous"
+    kind = draw(choice(kinds)) if kinds else "contiguous"
     nd = len(shape)
     base = _contiguous(shape)
     if kind == "offset":
         # one element: the pointer is not 16-byte aligned; 16 bytes: aligned but not at the start
-        offset = draw(_choice(tuple(sorted({1, 3, max(1, 16 // itemsize)}))))
+        offset = draw(choice(tuple(sorted({1, 3, max(1, 16 // itemsize)}))))
         return Layout("offset", base.strides, offset, base.storage_size + offset)
     if kind == "transposed" and nd >= 2 and sum(n > 1 for n in shape) >= 2:
         perm = draw(st.permutations(range(nd)).filter(lambda p: list(p) != list(range(nd))))
@@ -69,21 +59,21 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed:
         return Layout("transposed", tuple(strides), 0, max(1, _extent(shape, tuple(strides))))
     if kind == "sliced":
         # a view base[a::step] along some dims: gaps between elements, a start offset
-        steps = [draw(_int(1, 3)) if n > 1 else 1 for n in shape]
+        steps = [draw(integers(1, 3)) if n > 1 else 1 for n in shape]
         if all(s == 1 for s in steps) and nd:
             steps[-1] = 2
         parent = tuple(n * s for n, s in zip(shape, steps))
         pstrides = contiguous_strides(parent)
         strides = tuple(ps * s for ps, s in zip(pstrides, steps))
-        start = draw(_int(0, 1))
+        start = draw(integers(0, 1))
         offset = start * (pstrides[-1] if nd else 0)
         size = max(1, _extent(shape, strides) + offset + (steps[-1] - 1 if nd else 0))
         return Layout("sliced", strides, offset, size)
     if kind == "split" and nd >= 1:
         # one half of torch.split(parent, [a, b], dim): the other half's bytes stay live
-        dim = draw(_int(0, nd - 1))
-        other = draw(_int(1, 8))
-        second = draw(_int(0, 1)) == 1
+        dim = draw(integers(0, nd - 1))
+        other = draw(integers(1, 8))
+        second = draw(integers(0, 1)) == 1
         parent = list(shape)
         parent[dim] += other
         pstrides = contiguous_strides(tuple(parent))
@@ -91,7 +81,7 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed:
         return Layout("split", pstrides, offset, max(1, _extent(tuple(parent), pstrides)))
     if kind == "padded":
         # rows padded: the leading stride is larger than a row
-        pad = draw(_int(1, 5))
+        pad = draw(integers(1, 5))
         if nd >= 2:
             row = shape[-1] + pad
             strides = [0] * nd

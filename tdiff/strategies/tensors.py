@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from ..case import TensorArg
 from ..dtypes import DType, dtype
-from .layouts import LAYOUTS, WRITABLE, _choice, draw_layout
+from .cached import choice
+from .layouts import LAYOUTS, WRITABLE, draw_layout
 from .sizes import sides
 from .values import DEFAULT, Values, poison, values_of
 
@@ -60,7 +61,7 @@ class TensorStrategy:
             if "float32" in names:  # shrink towards float32
                 names.remove("float32")
                 names.insert(0, "float32")
-            return dtype(draw(_choice(tuple(names))) if len(names) > 1 else names[0])
+            return dtype(draw(choice(tuple(names))) if len(names) > 1 else names[0])
         if self.like:
             return dtype(env[self.like].dtype)
         return dtype("float32")

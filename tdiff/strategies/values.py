@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
 import numpy as np
 from hypothesis import strategies as st
 
 from ..dtypes import DType, from_float64
+from .cached import choice, integers
 
 FLOAT_SPECIALS = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny")
 INT_SPECIALS = ("int-min", "int-max", "zero", "minus-one")
@@ -138,19 +139,9 @@ def to_carrier(x: np.ndarray, dt: DType) -> np.ndarray:
     return from_float64(x, dt)
 
 
-@cache
-def _choice(values: tuple) -> st.SearchStrategy:
-    return st.sampled_from(values)
-
-
-@cache
-def _int(lo: int, hi: int) -> st.SearchStrategy[int]:
-    return st.integers(lo, hi)
-
-
 @lru_cache(maxsize=4096)
 def _placements(kinds: tuple[str, ...], n: int) -> st.SearchStrategy[list[tuple[str, int]]]:
-    return st.lists(st.tuples(_choice(kinds), _int(0, n - 1)), max_size=min(6, n))
+    return st.lists(st.tuples(choice(kinds), integers(0, n - 1)), max_size=min(6, n))
 
 
 @st.composite
@@ -162,9 +153,9 @@ def draw_values(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> t
 def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tuple[np.ndarray, tuple[str, ...]]:
     """`draw_values` as a plain function of `draw` (cheaper inside other composites)."""
     dists = DISTRIBUTIONS if spec.min_value is None or dt.is_float else DISTRIBUTIONS[:-1]
-    dist = draw(_choice(dists))
-    seed = draw(_int(0, 2**32 - 1))
-    scale = draw(_int(-3, 3)) if dist == "normal" else 0
+    dist = draw(choice(dists))
+    seed = draw(integers(0, 2**32 - 1))
+    scale = draw(integers(-3, 3)) if dist == "normal" else 0
     x = dense(dist, seed, scale, n, dt, spec)
     kinds = tuple(spec.kinds(dt))
     placed: list[tuple[str, int]] = []

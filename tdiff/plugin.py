@@ -269,6 +269,7 @@ def _summary(result: Any) -> dict:
             "source": d.source,
         } for d in result.divergences],
         "notes": result.notes,
+        "pair_note": result.pair_note,
     }
 
 
@@ -348,6 +349,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 tr.write_line(f"          note: {n}")
     t = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(totals.items()))
     tr.write_line(f"tdiff: {len(by_kernel)} checks, {cases} cases; time in backends: {t}")
+    for note in sorted({s.get("pair_note") for s in _collected if s.get("pair_note")}):
+        tr.write_line(f"tdiff: {note}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

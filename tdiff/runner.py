@@ -95,10 +95,11 @@ def default_pair(check: Check) -> tuple[tuple[str, str], str | None]:
     if gpu_available():
         return ("compiled", "interpreter"), None
     if check.reference is not None:
-        return ("interpreter", "reference"), "no GPU: comparing the interpreter with the reference"
+        return ("interpreter", "reference"), ("no CUDA GPU: the compiled backend was skipped; the interpreter "
+                                              "was compared with each check's reference")
     return ("interpreter", "interpreter:reversed"), (
-        "no GPU and no reference: the interpreter is compared with itself in reversed program order "
-        "(finds races, out-of-bounds accesses and crashes only)")
+        "no CUDA GPU and no reference: the compiled backend was skipped; the interpreter was compared with "
+        "itself in reversed program order (finds races, out-of-bounds accesses and crashes only)")
 
 
 class Runner:

@@ -86,3 +86,16 @@ def test_compiled_backend_records_launches_and_compiles():
     assert out.error is None and out.launches[0].grid == (2, 1, 1)
     assert np.array_equal(out.returned.values, np.arange(100, dtype=np.float32) * 2)
     assert out.device.startswith("NVIDIA")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_each_pool_compiles_on_its_own_gpu():
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(10, dtype=torch.float32))})
+    for gpu in (0, 1):
+        pool = Pool(gpu=gpu)
+        try:
+            out = pool.run(Job(check.ref(), BackendSpec("compiled"), case), timeout=120)
+            assert out.error is None and out.device.endswith(f"(CUDA_VISIBLE_DEVICES={gpu})"), out.device
+        finally:
+            pool.close()

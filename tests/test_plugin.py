@@ -104,3 +104,23 @@ def test_xdist_spreads_checks_and_merges_results(project):
     assert "PASSED  kernels.ops::twice[tdiff]: 4 cases" in out
     assert "FAILED  kernels.ops::broken[tdiff]" in out
     assert "tdiff: 2 checks" in out
+
+
+def test_xdist_workers_are_pinned_to_gpus_round_robin(monkeypatch):
+    from tdiff.plugin import _gpu_for
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert [_gpu_for(i) for i in range(5)] == [0, 1, 0, 1, 0]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert [_gpu_for(i) for i in range(3)] == [3, 3, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert _gpu_for(1) is None
+
+
+def test_worker_lanes_get_their_gpu(monkeypatch):
+    from tdiff.workers import Pool
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    pool = Pool(gpu=1)
+    assert pool._env("gpu")["CUDA_VISIBLE_DEVICES"] == "1"
+    assert pool._env("cpu")["CUDA_VISIBLE_DEVICES"] == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from typing import Any
 
@@ -100,7 +101,9 @@ class CompiledBackend:
                     outcome.error = self._error(exc)
         outcome.seconds = time.perf_counter() - t0
         if not self.poisoned:
-            outcome.device = torch.cuda.get_device_name()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            pinned = f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""
+            outcome.device = f"{torch.cuda.get_device_name()}{pinned}"
         return outcome
 
     def _error(self, exc: BaseException, kind: str | None = None) -> ErrorInfo:

@@ -79,9 +79,10 @@ def info(_: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import pytest
+    import subprocess
 
-    return int(pytest.main(["--tdiff", *args.pytest_args]))
+    # a fresh interpreter: pytest must import hypothesis and tdiff itself (for assertion rewriting)
+    return subprocess.call([sys.executable, "-m", "pytest", "--tdiff", *args.pytest_args])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,7 +57,6 @@ class Worker:
         self.log = None
         self.log_pos = 0
         self.starts = 0
-        self.pending = False
 
     @property
     def alive(self) -> bool:
@@ -95,12 +94,6 @@ class Worker:
             self.log.close()
             self.log = None
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stop()
-
     def output(self) -> str:
         if self.log is None:
             return ""
@@ -118,11 +111,9 @@ class Worker:
         except (BrokenPipeError, OSError):
             self.start()
             self.conn_out.send(job)  # type: ignore[union-attr]
-        self.pending = True
 
-    def collect(self, job: Job, deadline: float) -> Outcome:
-        """Wait for the reply to `job`; a timeout or crash becomes a failed outcome."""
-        self.pending = False
+    def collect(self, job: Job, deadline: float, timeout: float) -> Outcome:
+        """Wait for the reply to `job` until `deadline`; a timeout or crash becomes a failed outcome."""
         conn = self.conn_in
         assert conn is not None and self.proc is not None
         remaining = max(0.0, deadline - time.monotonic())
@@ -131,10 +122,9 @@ class Worker:
         except (EOFError, OSError):
             ready = True
         if not ready:
-            limit = remaining if remaining > 0 else 0
-            self.kill_keep_log()
+            self._terminate()
             out = Outcome(job.spec.label)
-            out.error = ErrorInfo("timeout", f"no result after the per-case timeout ({limit:.0f} s left); "
+            out.error = ErrorInfo("timeout", f"no result within the per-case timeout of {timeout:g} s; "
                                   "the worker was killed", details=self.output())
             self.stop()
             return out
@@ -152,7 +142,8 @@ class Worker:
             self.stop()  # the CUDA context is poisoned: start afresh next time
         return outcome
 
-    def kill_keep_log(self) -> None:
+    def _terminate(self) -> None:
+        """Kill the process but keep its log, so its last output can still be read."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
@@ -206,7 +197,7 @@ class Pool:
                 self.worker(job.spec.lane).submit(job)
             deadline = time.monotonic() + timeout
             for i, job in batch:
-                results[i] = self.worker(job.spec.lane).collect(job, deadline)
+                results[i] = self.worker(job.spec.lane).collect(job, deadline, timeout)
                 deadline = max(deadline, time.monotonic())
             queue = rest
         return results  # type: ignore[return-value]

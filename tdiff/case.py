@@ -73,12 +73,7 @@ class TensorArg:
         return cached
 
     def _view_index(self) -> np.ndarray:
-        idx = np.full(self.shape, self.offset, dtype=np.int64)
-        for axis, (n, s) in enumerate(zip(self.shape, self.strides)):
-            shape = [1] * len(self.shape)
-            shape[axis] = n
-            idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(shape)
-        return idx
+        return strided_index(self.shape, self.strides, self.offset)
 
     def in_view(self) -> np.ndarray:
         """Boolean mask over the storage: True where an element belongs to the view (read-only)."""
@@ -238,6 +233,16 @@ def from_json(meta: Mapping, arrays: Mapping[str, np.ndarray]) -> Case:
         raise ValueError(f"case format {version!r} is not supported (this tdiff reads {FORMAT_VERSION})")
     inputs = {name: _decode_value(name, m, arrays) for name, m in meta["inputs"].items()}
     return Case(inputs=inputs, config=meta.get("config"), dims=dict(meta.get("dims") or {}))
+
+
+def strided_index(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> np.ndarray:
+    """Storage index of each element of a strided view, shaped like the view."""
+    idx = np.full(shape, offset, dtype=np.int64)
+    for axis, (n, s) in enumerate(zip(shape, strides)):
+        dims = [1] * len(shape)
+        dims[axis] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(dims)
+    return idx
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -24,7 +24,7 @@ from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
 from .. import dtypes, kernels
-from ..case import Case
+from ..case import Case, strided_index
 from ..outcome import Outcome, Trace, UBEvent, Violation
 from ..plan import (
     LaunchPlan,
@@ -501,11 +501,7 @@ def finish_trace(session: Session, returned: Any) -> None:
         if isinstance(value, torch.Tensor):
             r = by_base.get(value.untyped_storage().data_ptr())
             if r is not None and r.writers is not None and value.numel() > 0:
-                idx = np.full(tuple(value.shape), value.storage_offset(), dtype=np.int64)
-                for axis, (n, s) in enumerate(zip(value.shape, value.stride())):
-                    shape = [1] * value.dim()
-                    shape[axis] = n
-                    idx = idx + (np.arange(n) * s).reshape(shape)
+                idx = strided_index(tuple(value.shape), value.stride(), value.storage_offset())
                 trace.writers[path] = r.writers[idx.reshape(-1)].reshape(tuple(value.shape))
                 trace.conflicts[path] = r.conflicts
         elif isinstance(value, (tuple, list)):

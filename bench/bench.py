@@ -17,10 +17,13 @@ import argparse
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+import triton
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -76,68 +79,105 @@ def make_cases(name: str, programs: int, n: int) -> list[Case]:
 KERNELS = {"vector_add": vector_add.add_kernel, "softmax": softmax.softmax_kernel, "matmul": matmul.matmul_kernel}
 
 
-def bare_loop(check, cases: list[Case]) -> float:
-    """Seconds for the hand-written loop over `cases`."""
+_interpreted: dict[Any, InterpretedFunction] = {}
+
+
+def bare_case(check, case: Case) -> None:
+    """The hand-written loop's body for one case."""
     jit = kernels.jit_function(check.kernel)
-    interp = InterpretedFunction(jit.fn)
-    t0 = time.perf_counter()
-    for case in cases:
-        inputs = {k: torch.from_numpy(v.values().astype(np.float32)) for k, v in case.tensors().items()}
-        with interpreting():
-            got = check.launch(interp, **inputs)
-        if GPU:
-            want = check.launch(check.kernel, **{k: v.cuda() for k, v in inputs.items()})
-            torch.cuda.synchronize()
-            want = want.cpu() if isinstance(want, torch.Tensor) else want
-        else:
-            want = check.reference(**inputs)
-        assert torch.allclose(got, want, rtol=1e-2, atol=5e-2, equal_nan=True)  # loose: tf32 in matmul
-    return time.perf_counter() - t0
+    interp = _interpreted.get(jit)
+    if interp is None:
+        interp = _interpreted[jit] = InterpretedFunction(jit.fn)
+    inputs = {k: torch.from_numpy(v.values().astype(np.float32)) for k, v in case.tensors().items()}
+    with interpreting():
+        got = check.launch(interp, **inputs)
+    if GPU:
+        want = check.launch(check.kernel, **{k: v.cuda() for k, v in inputs.items()})
+        torch.cuda.synchronize()
+        want = want.cpu() if isinstance(want, torch.Tensor) else want
+    else:
+        want = check.reference(**inputs)
+    assert torch.allclose(got, want, rtol=1e-2, atol=5e-2, equal_nan=True)  # loose: tf32 in matmul
 
 
-def tdiff_loop(runner: Runner, check, cases: list[Case], pair) -> float:
-    t0 = time.perf_counter()
-    for case in cases:
-        cmp, _ = runner.evaluate(check, case, pair)
-        assert cmp is not None and cmp.ok, cmp and cmp.summary()
-    return time.perf_counter() - t0
+def tdiff_case(runner: Runner, check, pair, case: Case) -> None:
+    cmp, _ = runner.evaluate(check, case, pair)
+    assert cmp is not None and cmp.ok, cmp and cmp.summary()
+
+
+def measure(loops: dict[str, Any], cases: list[Case], rounds: int) -> dict[str, list[float]]:
+    """Seconds each loop spent on all cases, per round. Loops take turns case by case, in an order
+    that rotates, so the machine's drift (other tenants, clocks) hits every loop alike."""
+    times: dict[str, list[float]] = {k: [] for k in loops}
+    names = list(loops)
+    for r in range(rounds):
+        spent = dict.fromkeys(names, 0.0)
+        for i, case in enumerate(cases):
+            k0 = (r + i) % len(names)
+            for k in names[k0:] + names[:k0]:
+                t0 = time.perf_counter()
+                loops[k](case)
+                spent[k] += time.perf_counter() - t0
+        for k in names:
+            times[k].append(spent[k])
+    return times
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and cases")
     ap.add_argument("--grids", default="1,16,256,1024")
+    ap.add_argument("--kernels", default=",".join(KERNELS))
     args = ap.parse_args()
     grids = [int(g) for g in args.grids.split(",")]
     pair = ("compiled", "interpreter") if GPU else ("interpreter", "reference")
     full = tdiff.RunOptions(isolation="process", corpus_dir=None, repro_dir=None, sample_size=0)
     sampled = full.with_(sample_size=8, sample_threshold=64)
-    runners = {"tdiff": Runner(full), "tdiff in-process": Runner(full.with_(isolation="none")),
-               "tdiff sampled": Runner(sampled)}
-    print(f"device: {torch.cuda.get_device_name() if GPU else 'CPU only'}; pair: {pair[0]} vs {pair[1]}")
-    print(f"{'kernel':11} {'grid':>5} {'cases':>5} {'bare c/s':>9} " + " ".join(f"{k + ' c/s':>20}" for k in runners)
-          + f" {'tdiff/bare':>10} {'full/sampled':>12}")
+    runners = {"tdiff": Runner(full), "in-process": Runner(full.with_(isolation="none")),
+               "sampled": Runner(sampled)}
+    print(f"device: {torch.cuda.get_device_name() if GPU else 'CPU only'}; pair: {pair[0]} vs {pair[1]}; "
+          f"triton {triton.__version__}, torch {torch.__version__}, numpy {np.__version__}")
+    print("each row: the same cases through every loop, taking turns case by case; c/s from the median round;")
+    print("tdiff/bare is the median of the per-round ratios")
+    print(f"{'kernel':11} {'grid':>5} {'cases':>5} {'rounds':>6} {'bare c/s':>9} {'tdiff c/s':>10} "
+          f"{'in-proc c/s':>11} {'sampled c/s':>11} {'tdiff/bare':>10} {'full/sampled':>12}")
     ratios, speedups = [], []
-    for name, kernel in KERNELS.items():
-        check = tdiff.checks_of(kernel)[0]
+    for name in args.kernels.split(","):
+        check = tdiff.checks_of(KERNELS[name])[0]
         for g in grids:
-            n = 2 if (args.quick or g >= 256) else 6
-            cases = make_cases(name, g, n)
-            bare_loop(check, cases[:1])  # warm: compile, first interpretation
+            warm = make_cases(name, g, 2)
+            bare_case(check, warm[0])  # warm: compile, first interpretation
+            t0 = time.perf_counter()
+            bare_case(check, warm[1])
+            one = time.perf_counter() - t0
             for r in runners.values():
-                tdiff_loop(r, check, cases[:1], pair)
-            times = {"bare": min(bare_loop(check, cases) for _ in range(2))}
-            for label, r in runners.items():
-                times[label] = min(tdiff_loop(r, check, cases, pair) for _ in range(2))
-            ratio = times["tdiff"] / times["bare"]
-            speed = times["tdiff"] / times["tdiff sampled"]
+                tdiff_case(r, check, pair, warm[0])
+            big = g >= 256
+            # small grids: enough cases for a pass of ~0.3 s; large ones: a single case
+            n = 1 if big else max(2, min(60, int(0.3 / max(one, 1e-4))))
+            rounds = 2 if big else (5 if args.quick else 9)
+            cases = make_cases(name, g, n)
+            loops = {"bare": partial(bare_case, check),
+                     "tdiff": partial(tdiff_case, runners["tdiff"], check, pair)}
+            if not big:
+                loops["in-process"] = partial(tdiff_case, runners["in-process"], check, pair)
+            if g > sampled.sample_threshold:
+                loops["sampled"] = partial(tdiff_case, runners["sampled"], check, pair)
+            times = measure(loops, cases, rounds)
+            ratio = statistics.median(t / b for t, b in zip(times["tdiff"], times["bare"]))
             ratios.append(ratio)
-            if g >= 1024:
-                speedups.append(speed)
-            cps = {k: n / v for k, v in times.items()}
-            print(f"{name:11} {g:5d} {n:5d} {cps['bare']:9.2f} " + " ".join(f"{cps[k]:20.2f}" for k in runners)
-                  + f" {ratio:10.2f} {speed:12.1f}")
-    print(f"tdiff / bare per case: median {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x")
+            cps = {k: n / statistics.median(v) for k, v in times.items()}
+            speed = ""
+            if "sampled" in times:
+                sp = statistics.median(t / s for t, s in zip(times["tdiff"], times["sampled"]))
+                speed = f"{sp:.1f}"
+                if g >= 1024:
+                    speedups.append(sp)
+            c = {k: f"{cps[k]:.2f}" if k in cps else "-" for k in ("bare", "tdiff", "in-process", "sampled")}
+            print(f"{name:11} {g:5d} {n:5d} {rounds:6d} {c['bare']:>9} {c['tdiff']:>10} {c['in-process']:>11} "
+                  f"{c['sampled']:>11} {ratio:10.2f} {speed:>12}", flush=True)
+    print(f"tdiff / bare per case: median {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x "
+          f"over {len(ratios)} rows")
     if speedups:
         print(f"sampling on 1024-program grids: {min(speedups):.1f}x to {max(speedups):.1f}x faster than full")
     for r in runners.values():

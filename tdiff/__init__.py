@@ -10,16 +10,47 @@
     tdiff.verify(kernel)        # in any test; or run `pytest --tdiff`
 """
 
-from . import strategies
-from .check import Check, check, checks_of
-from .errors import CorpusError, DeclarationError, DivergenceError, TdiffError
-from .runner import CheckResult, Runner, verify
-from .settings import RunOptions
-from .tolerance import Tolerance
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# Names load on first use, so that pytest loading the plugin (`tdiff.plugin`) imports neither torch
+# nor triton in runs that do not use tdiff, nor in an xdist controller.
+_LAZY = {
+    "strategies": ".strategies",
+    "Check": ".declaration", "check": ".declaration", "checks_of": ".declaration",
+    "CorpusError": ".errors", "DeclarationError": ".errors", "DivergenceError": ".errors", "TdiffError": ".errors",
+    "CheckResult": ".runner", "Runner": ".runner", "verify": ".runner",
+    "RunOptions": ".settings",
+    "Tolerance": ".tolerance",
+}
 
 __all__ = [
     "Check", "CheckResult", "CorpusError", "DeclarationError", "DivergenceError", "RunOptions", "Runner",
     "TdiffError", "Tolerance", "check", "checks_of", "strategies", "verify",
 ]
+
+if TYPE_CHECKING:
+    from . import strategies
+    from .declaration import Check, check, checks_of
+    from .errors import CorpusError, DeclarationError, DivergenceError, TdiffError
+    from .runner import CheckResult, Runner, verify
+    from .settings import RunOptions
+    from .tolerance import Tolerance
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tdiff' has no attribute {name!r}")
+    mod = importlib.import_module(module, __name__)
+    value = mod if name == "strategies" else getattr(mod, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
+import os
 import sys
 from multiprocessing.connection import Connection
 
@@ -14,13 +16,18 @@ def main() -> None:
 
     import torch  # noqa: F401  (import while the parent is still busy)
 
+    from tdiff import wire
     from tdiff.backends.run import run_case
+    from tdiff.workers import spin_until_readable
 
     _warm_up()
+    spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.workers.spin_seconds
 
     while True:
+        if spin:
+            spin_until_readable(conn_in.fileno(), spin)
         try:
-            job = conn_in.recv()
+            job = wire.loads(conn_in.recv_bytes())
         except EOFError:
             return
         if job is None:
@@ -28,23 +35,23 @@ def main() -> None:
         outcome, healthy = run_case(job.target, job.spec, job.case)
         sys.stdout.flush()
         sys.stderr.flush()
-        conn_out.send((outcome, healthy))
+        conn_out.send_bytes(wire.dumps((outcome, healthy)))
         if not healthy:
             return
 
 
 def _warm_up() -> None:
     """Pay the one-time costs (imports, CUDA context) before the first case arrives."""
-    import os
-
     import tdiff.backends.interpreter  # noqa: F401  (imports triton and its interpreter)
 
     if os.environ.get("TDIFF_WORKER") == "gpu":
         import torch
 
         if torch.cuda.is_available():
-            torch.empty(1, device="cuda")
-            import tdiff.backends.compiled  # noqa: F401
+            from tdiff.backends.compiled import warm_up
+
+            with contextlib.suppress(Exception):  # a broken GPU shows its message in the first case instead
+                warm_up()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus as corpus_mod
-from .check import _import, checks_of
+from .declaration import _import, checks_of
 from .errors import CorpusError
 
 

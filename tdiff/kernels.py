@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from functools import lru_cache
 from typing import Any
 
 from triton.runtime.autotuner import Autotuner, Config, Heuristics
@@ -51,8 +52,14 @@ def constexpr_names(jit: JITFunction) -> list[str]:
     return [p.name for p in jit.params if p.is_constexpr]
 
 
+@lru_cache(maxsize=256)
+def signature(fn: Any) -> inspect.Signature:
+    """`inspect.signature` of a kernel's Python function, computed once (launches bind every time)."""
+    return inspect.signature(fn)
+
+
 def arg_names(jit: JITFunction) -> list[str]:
-    return list(inspect.signature(jit.fn).parameters)
+    return list(signature(jit.fn).parameters)
 
 
 def rebuild(kernel: Any, leaf: Any, config: int | None) -> Any:

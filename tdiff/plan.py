@@ -99,10 +99,19 @@ class LaunchPlan:
 
     def snapshot(self) -> dict[str, StorageOutcome]:
         """Final bytes of every allocation, guard bands included."""
-        out = {}
-        for name, alloc in self.allocations.items():
-            data = alloc.buffer.cpu().numpy().tobytes()
-            out[name] = StorageOutcome(name, alloc.arg.dtype, GUARD_BYTES, data)
+        out: dict[str, StorageOutcome] = {}
+        allocs = list(self.allocations.items())
+        if not allocs:
+            return out
+        if self.device.type == "cpu":
+            host = [a.buffer.numpy() for _, a in allocs]
+        else:  # one copy to the host for all allocations, not one each
+            flat = torch.cat([a.buffer for _, a in allocs]).cpu().numpy() if len(allocs) > 1 \
+                else allocs[0][1].buffer.cpu().numpy()
+            ends = np.cumsum([a.buffer.numel() for _, a in allocs])
+            host = np.split(flat, ends[:-1])
+        for (name, alloc), data in zip(allocs, host):
+            out[name] = StorageOutcome(name, alloc.arg.dtype, GUARD_BYTES, data.tobytes())
         return out
 
     def describe_arg(self, value: Any) -> dict:

@@ -10,11 +10,15 @@ import os
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .check import Check, checks_of
+if TYPE_CHECKING:
+    from .declaration import Check
+
+# Nothing heavy is imported at module level: pytest loads this plugin in every run, and the xdist
+# controller never needs torch or triton.
 
 RESULTS_KEY = "tdiff_result"
 
@@ -94,12 +98,9 @@ def _gpu_for(worker: int) -> int | None:
     if visible is not None:
         ids = [v for v in visible.split(",") if v.strip()]
         return int(ids[worker % len(ids)]) if ids and all(i.strip().isdigit() for i in ids) else None
-    try:
-        import torch
+    from .gpus import device_count
 
-        n = torch.cuda.device_count()
-    except Exception:
-        n = 0
+    n = device_count()
     return worker % n if n else None
 
 
@@ -126,6 +127,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.stash[_KEY] = _State(config)
     run_options(config)  # fail early on bad options
+    _warm(config)
     source = getattr(config, "args_source", None)
     explicit = source is not None and source.name == "ARGS"
     if not explicit:  # no paths given: add tdiff_paths to what pytest collects
@@ -139,12 +141,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("tdiff"):
         return None
-    from .backends.base import gpu_available
+    from .gpus import device_count
 
     opts = run_options(config)
     if opts.backends:
         pair = f"{opts.backends[0]} vs {opts.backends[1]}"
-    elif gpu_available():
+    elif device_count():
         pair = "compiled vs interpreter"
     else:
         pair = ("interpreter vs reference (no CUDA GPU: the compiled backend is skipped; checks without a "
@@ -187,6 +189,8 @@ def _is_test_module(config: pytest.Config, path: Path) -> bool:
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> list[pytest.Item] | None:
     if not collector.config.getoption("tdiff") or isinstance(collector, TdiffModule):
         return None
+    from .declaration import checks_of
+
     checks = checks_of(obj)
     if not checks or getattr(obj, "__module__", None) is None:
         return None
@@ -197,6 +201,8 @@ class TdiffModule(pytest.Module):
     """A module under tdiff_paths: its items are its kernels' checks, nothing else."""
 
     def collect(self) -> list[pytest.Item]:
+        from .declaration import checks_of
+
         mod = self.obj
         items = []
         seen: set[int] = set()
@@ -274,20 +280,54 @@ def _summary(result: Any) -> dict:
 
 
 def _warm(config: pytest.Config) -> None:
-    """Start the worker processes now, so their imports and CUDA set-up overlap with collection."""
-    state = config.stash.get(_KEY, None)
+    """Start the worker processes at once: their imports (torch, triton) and CUDA set-up then
+    overlap with this process's own imports and collection."""
     controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
-    if state is None or config.option.collectonly or controller:
+    if config.option.collectonly or controller:
         return  # (an xdist controller runs no tests: its workers warm their own)
-    from .backends.base import gpu_available
+    opts = run_options(config)
+    if opts.isolation == "none":
+        return
+    from .backends.base import BackendSpec
+    from .gpus import device_count
+    from .workers import shared_pool
 
-    runner = state.get_runner()
-    if hasattr(runner.executor, "warm"):
-        runner.executor.warm(["gpu", "cpu"] if gpu_available() else ["cpu", "ref"])
+    if opts.backends:
+        lanes = sorted({BackendSpec.parse(b).lane for b in opts.backends})
+    else:
+        lanes = ["gpu", "cpu"] if device_count() else ["cpu", "ref"]
+    shared_pool(opts.gpu).warm(lanes)
 
 
-def pytest_collection(session: pytest.Session) -> None:
-    _warm(session.config)
+DURATIONS_KEY = "tdiff/durations"
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the checks that took longest last time first (shortest makespan under xdist);
+    checks never timed run first of all. Other items keep their places."""
+    cache = getattr(config, "cache", None)
+    if not config.getoption("tdiff") or cache is None:
+        return
+    known = cache.get(DURATIONS_KEY, {})
+    slots = [i for i, it in enumerate(items) if isinstance(it, TdiffItem)]
+    if not known or len(slots) < 2:
+        return
+    ordered = sorted((items[i] for i in slots), key=lambda it: -known.get(it.nodeid, float("inf")))
+    for i, it in zip(slots, ordered):
+        items[i] = it
+
+
+_durations: dict[str, float] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    cache = getattr(config, "cache", None)
+    if not config.getoption("tdiff") or cache is None or hasattr(config, "workerinput") or not _durations:
+        return
+    known = cache.get(DURATIONS_KEY, {})
+    known.update(_durations)
+    cache.set(DURATIONS_KEY, known)
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -308,7 +348,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     blob = dict(report.user_properties).get(RESULTS_KEY) if report.when == "call" else None
     if blob is not None:
-        _collected.append(json.loads(blob))
+        summary = json.loads(blob)
+        _collected.append(summary)
+        _durations[report.nodeid] = summary["wall"]
 
 
 _collected: list[dict] = []
@@ -355,6 +397,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None) if hasattr(config, "stash") else None
-    if state is not None and state.runner is not None:
-        state.runner.executor.close()
+    if state is not None:
+        from .workers import close_shared
+
+        close_shared(wait=False)  # the workers exit on their own (CUDA teardown): no need to wait for them
     _collected.clear()
+    _durations.clear()

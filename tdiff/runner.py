@@ -21,8 +21,8 @@ from . import corpus as corpus_mod
 from . import kernels, repro
 from .backends.base import BackendSpec, gpu_available
 from .case import Case
-from .check import Check, checks_of
 from .compare import Comparison, compare
+from .declaration import Check, checks_of
 from .errors import CorpusError, DivergenceError
 from .outcome import Outcome
 from .report import render, save_pictures

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from .dtypes import DType, dtype
@@ -102,12 +103,17 @@ def combine(tols: Iterable[Tolerance]) -> Tolerance:
                      name="+".join(sorted({t.name.split("/")[0] for t in loose})) + f"/{loose[0].name.split('/')[-1]}")
 
 
-def from_ops(ops: set[str] | None, dt: str | DType) -> Tolerance:
+def from_ops(ops: Iterable[str] | None, dt: str | DType) -> Tolerance:
     """The default tolerance for an output of dtype `dt` of a kernel that performed `ops`.
 
     `ops=None` means unknown (no interpreter ran): all floating classes but tf32 are assumed.
     """
-    dt = dtype(dt)
+    return _from_ops(None if ops is None else frozenset(ops), dtype(dt).name)
+
+
+@lru_cache(maxsize=1024)
+def _from_ops(ops: frozenset[str] | None, name: str) -> Tolerance:
+    dt = dtype(name)
     if not dt.is_float:
         return Tolerance(exact=True, name="exact")
     if ops is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -18,17 +19,47 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import wire
 from .backends.base import BackendSpec
 from .backends.run import run_case
-from .case import Case
 from .outcome import ErrorInfo, Outcome
+
+if TYPE_CHECKING:
+    from .case import Case
 
 OUTPUT_TAIL = 20_000
 # the worker sees this process's sys.path before importing tdiff (which may not be installed)
 _BOOT = ("import json, os, sys; sys.path[:0] = [p for p in json.loads(os.environ['TDIFF_SYS_PATH']) "
          "if p not in sys.path]; from tdiff._worker import main; main()")
+
+
+def spin_seconds() -> float:
+    """How long a waiting process busy-polls its pipe before it blocks (0: it blocks at once).
+
+    Waking a blocked process took 0.1 to 0.4 ms on our GPU machine (a VM whose idle cores sleep
+    deeply), as much as all the rest of a small case's overhead. Spinning avoids that but holds a
+    core, so it is on only with two cores or more per busy process (a test process and its two
+    lanes, times the xdist workers). TDIFF_SPIN_MS sets it instead.
+    """
+    env = os.environ.get("TDIFF_SPIN_MS")
+    if env:
+        return max(0.0, float(env)) / 1e3
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy = 3 * max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    return 0.02 if cores >= 2 * busy else 0.0
+
+
+def spin_until_readable(fd: int, seconds: float) -> bool:
+    """Busy-poll `fd` for up to `seconds`; True once it is readable."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        if poller.poll(0):
+            return True
+    return False
 
 
 @dataclass
@@ -48,15 +79,17 @@ def _signal_name(code: int) -> str:
 class Worker:
     """One child process serving jobs for one lane."""
 
-    def __init__(self, lane: str, env: dict[str, str]) -> None:
+    def __init__(self, lane: str, env: dict[str, str], spin: float = 0.0) -> None:
         self.lane = lane
         self.env = env
+        self.spin = spin
         self.proc: subprocess.Popen | None = None
         self.conn_out: Connection | None = None
         self.conn_in: Connection | None = None
         self.log = None
         self.log_pos = 0
         self.starts = 0
+        self.stopping = False  # asked to exit, not yet reaped
 
     @property
     def alive(self) -> bool:
@@ -78,10 +111,18 @@ class Worker:
         self.conn_in = Connection(r2, writable=False)
         self.starts += 1
 
+    def ask_to_stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None and not self.stopping:
+            try:
+                self.conn_out.send_bytes(wire.dumps(None))  # type: ignore[union-attr]
+                self.stopping = True
+            except OSError:
+                pass
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
-                self.conn_out.send(None)  # type: ignore[union-attr]
+                self.ask_to_stop()
                 self.proc.wait(timeout=2)
             except Exception:
                 self.proc.kill()
@@ -90,6 +131,7 @@ class Worker:
             if c is not None:
                 c.close()
         self.proc, self.conn_out, self.conn_in = None, None, None
+        self.stopping = False
         if self.log is not None:
             self.log.close()
             self.log = None
@@ -106,11 +148,12 @@ class Worker:
     def submit(self, job: Job) -> None:
         if not self.alive:
             self.start()
+        data = wire.dumps(job)
         try:
-            self.conn_out.send(job)  # type: ignore[union-attr]
+            self.conn_out.send_bytes(data)  # type: ignore[union-attr]
         except (BrokenPipeError, OSError):
             self.start()
-            self.conn_out.send(job)  # type: ignore[union-attr]
+            self.conn_out.send_bytes(data)  # type: ignore[union-attr]
 
     def collect(self, job: Job, deadline: float, timeout: float) -> Outcome:
         """Wait for the reply to `job` until `deadline`; a timeout or crash becomes a failed outcome."""
@@ -118,7 +161,8 @@ class Worker:
         assert conn is not None and self.proc is not None
         remaining = max(0.0, deadline - time.monotonic())
         try:
-            ready = conn.poll(remaining)
+            ready = (self.spin > 0 and spin_until_readable(conn.fileno(), min(self.spin, remaining))) \
+                or conn.poll(max(0.0, deadline - time.monotonic()))
         except (EOFError, OSError):
             ready = True
         if not ready:
@@ -129,7 +173,7 @@ class Worker:
             self.stop()
             return out
         try:
-            outcome, healthy = conn.recv()
+            outcome, healthy = wire.loads(conn.recv_bytes())
         except (EOFError, OSError, ConnectionResetError):
             code = self.proc.wait()
             why = f"the worker died with {_signal_name(code)}" if code < 0 else f"the worker exited with {code}"
@@ -152,9 +196,10 @@ class Worker:
 class Pool:
     """Workers by lane ("gpu", "cpu", "ref"); jobs on different lanes run at the same time."""
 
-    def __init__(self, gpu: int | None = None, threads: int = 1) -> None:
+    def __init__(self, gpu: int | None = None, threads: int = 1, spin: float | None = None) -> None:
         self.gpu = gpu
         self.threads = threads
+        self.spin = spin_seconds() if spin is None else spin
         self.workers: dict[str, Worker] = {}
         self.closed = False
 
@@ -164,6 +209,7 @@ class Pool:
         env["TDIFF_WORKER"] = lane
         env.setdefault("PYTHONFAULTHANDLER", "1")
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
+        env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
         env.pop("TRITON_INTERPRET", None)
         if lane != "gpu":
             env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
@@ -174,7 +220,7 @@ class Pool:
     def worker(self, lane: str) -> Worker:
         w = self.workers.get(lane)
         if w is None:
-            w = self.workers[lane] = Worker(lane, self._env(lane))
+            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin)
         return w
 
     def warm(self, lanes: Sequence[str]) -> None:
@@ -205,8 +251,15 @@ class Pool:
     def run(self, job: Job, timeout: float) -> Outcome:
         return self.run_many([job], timeout)[0]
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Stop every worker; with `wait=False`, do not wait for them to exit (a GPU worker's CUDA
+        teardown takes most of a second), so a finished test process can exit at once."""
+        for w in self.workers.values():  # ask every worker to exit first, so they shut down together
+            w.ask_to_stop()
         for w in self.workers.values():
+            if not wait and w.proc is not None:
+                _detached.append(w.proc)  # keeps Popen from warning that it is still running
+                w.proc = None
             w.stop()
         self.workers.clear()
         self.closed = True
@@ -229,6 +282,7 @@ class InProcess:
 
 
 _shared: dict[tuple, Pool] = {}
+_detached: list[subprocess.Popen] = []  # workers asked to exit and not waited for
 
 
 def shared_pool(gpu: int | None = None) -> Pool:
@@ -240,7 +294,10 @@ def shared_pool(gpu: int | None = None) -> Pool:
     return pool
 
 
-@atexit.register
-def _close_shared() -> None:
+def close_shared(wait: bool = True) -> None:
+    """Close every process-wide pool."""
     for pool in _shared.values():
-        pool.close()
+        pool.close(wait=wait)
+
+
+atexit.register(close_shared)

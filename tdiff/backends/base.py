@@ -8,10 +8,12 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..case import Case
 from ..outcome import ErrorInfo, Outcome
+
+if TYPE_CHECKING:
+    from ..case import Case
 
 
 class Target(Protocol):
@@ -120,12 +122,10 @@ def make_backend(spec: BackendSpec | str) -> Backend:
 
 
 def gpu_available() -> bool:
-    try:
-        import torch
+    """Whether a CUDA GPU can run the compiled backend here."""
+    from ..gpus import device_count
 
-        return torch.cuda.is_available()
-    except Exception:  # pragma: no cover
-        return False
+    return device_count() > 0
 
 
 # ------------------------------------------------------------------ errors

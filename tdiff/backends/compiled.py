@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import time
+from functools import lru_cache
 from typing import Any
 
 import torch
+import triton
+import triton.language as tl
 from triton.runtime.jit import JITFunction
 
 from .. import kernels
@@ -36,7 +38,7 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
     names = kernels.arg_names(jit)
     call_kwargs = {k: v for k, v in kwargs.items() if k in names}
     try:
-        bound = inspect.signature(jit.fn).bind(*args, **call_kwargs)
+        bound = kernels.signature(jit.fn).bind(*args, **call_kwargs)
         bound.apply_defaults()
         g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
     except Exception:
@@ -52,6 +54,11 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         outcome.compiles += _cache_size(jit) - before
         outcome.compile_seconds += time.perf_counter() - t0
     return out
+
+
+@lru_cache(maxsize=16)
+def _device_name(index: int) -> str:
+    return torch.cuda.get_device_name(index)
 
 
 CUDA_FATAL = ("illegal memory access", "misaligned address", "unspecified launch failure",
@@ -103,7 +110,7 @@ class CompiledBackend:
         if not self.poisoned:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
             pinned = f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""
-            outcome.device = f"{torch.cuda.get_device_name()}{pinned}"
+            outcome.device = f"{_device_name(torch.cuda.current_device())}{pinned}"
         return outcome
 
     def _error(self, exc: BaseException, kind: str | None = None) -> ErrorInfo:
@@ -112,3 +119,15 @@ class CompiledBackend:
             self.poisoned = True
             info.kind = "cuda"
         return info
+
+
+@triton.jit
+def _warm_kernel(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+
+def warm_up() -> None:
+    """Pay a process's first-compile costs (CUDA driver helpers, compiler libraries, ptxas) early."""
+    x = torch.zeros(1, device="cuda")
+    _warm_kernel[(1,)](x)
+    torch.cuda.synchronize()

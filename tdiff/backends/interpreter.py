@@ -9,7 +9,6 @@ programs in another order or only a sample of them.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import random
 import time
 import warnings
@@ -152,7 +151,16 @@ class Session:
     def check(self, op: str, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int) -> np.ndarray | None:
         """Return a mask with bad addresses switched off (None if all are good) and record them."""
         addrs = ptrs.astype(np.uint64, copy=False)
-        active = np.broadcast_to(mask, addrs.shape) if mask is not None else np.ones(addrs.shape, bool)
+        active = _full_mask(mask, addrs.shape)
+        live = addrs if active is None else addrs[active]
+        if live.size == 0:
+            return None
+        lo, hi = int(live.min()), int(live.max())
+        for r in self.regions:  # fast path: every active address inside one region
+            if r.base <= lo and hi + itemsize <= r.base + r.nbytes:
+                return None
+        if active is None:
+            active = np.ones(addrs.shape, bool)
         ok = np.zeros(addrs.shape, bool)
         for r in self.regions:
             ok |= (addrs >= r.base) & (addrs + itemsize <= r.base + r.nbytes)
@@ -172,25 +180,34 @@ class Session:
     def record_store(self, ptrs: np.ndarray, mask: np.ndarray | None, atomic: bool) -> None:
         addrs = ptrs.astype(np.uint64, copy=False)
         if mask is not None:
-            addrs = addrs[np.broadcast_to(mask, addrs.shape)]
+            addrs = addrs[_full_mask(mask, addrs.shape)]
         addrs = addrs.reshape(-1)
         if addrs.size == 0:
             return
         pid = linear(self.program, self.grid)
+        lo, hi = int(addrs.min()), int(addrs.max())
         for r in self.regions:
-            sel = (addrs >= r.base) & (addrs < r.base + r.nbytes)
-            if not sel.any():
-                continue
+            if hi < r.base or lo >= r.base + r.nbytes:
+                continue  # nothing of this store lands in this region
+            inside = addrs if (r.base <= lo and hi < r.base + r.nbytes) else \
+                addrs[(addrs >= r.base) & (addrs < r.base + r.nbytes)]
             if r.writers is None:
                 r.writers = np.full(r.nbytes // r.itemsize, -1, dtype=np.int32)
-            idx = ((addrs[sel] - np.uint64(r.base)) // np.uint64(r.itemsize)).astype(np.int64)
+            idx = ((inside - np.uint64(r.base)) // np.uint64(r.itemsize)).astype(np.int64)
             if not atomic:
                 prev = r.writers[idx]
-                r.conflicts += int(((prev >= 0) & (prev != pid)).sum())
+                r.conflicts += int(np.count_nonzero((prev != pid) & (prev != -1)))
             r.writers[idx] = pid
 
 
 # ------------------------------------------------------------------ instrumentation
+
+def _full_mask(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`mask` broadcast to `shape` (None stays None)."""
+    if mask is None or mask.shape == shape:
+        return mask
+    return np.broadcast_to(mask, shape)
+
 
 def _mask_data(mask: Any) -> np.ndarray | None:
     return None if mask is None else np.asarray(mask.data, dtype=bool)
@@ -370,7 +387,7 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     names = kernels.arg_names(jit)
     options = {k: v for k, v in kwargs.items() if k not in names}
     kwargs = {k: v for k, v in kwargs.items() if k in names}
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = kernels.signature(fn).bind(*args, **kwargs)
     bound.apply_defaults()
     call_args = dict(bound.arguments)
     g = grid3(grid(call_args) if callable(grid) else grid)

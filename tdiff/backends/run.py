@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..case import Case
 from ..outcome import Outcome
 from .base import Backend, BackendSpec, error_info, make_backend
 
+if TYPE_CHECKING:
+    from ..case import Case
+
 _backends: dict[BackendSpec, Backend] = {}
+_targets: dict[Any, Any] = {}  # resolved check references (workers see the same few over and over)
 
 
 def backend_for(spec: BackendSpec) -> Backend:
@@ -25,7 +28,10 @@ def run_case(target: Any, spec: BackendSpec, case: Case) -> tuple[Outcome, bool]
     """
     try:
         if hasattr(target, "resolve"):
-            target = target.resolve()
+            ref = target
+            target = _targets.get(ref)
+            if target is None:
+                target = _targets[ref] = ref.resolve()
         backend = backend_for(spec)
     except Exception as exc:
         out = Outcome(spec.label)

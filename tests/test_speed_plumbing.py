@@ -1,0 +1,195 @@
+"""The plumbing behind tdiff's speed: wire format, GPU probe, lazy imports, spinning, ordering."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tdiff import gpus, wire
+from tdiff.workers import Pool, spin_seconds
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(12, dtype=np.float32),
+    lambda: np.arange(12, dtype=np.float32)[::3],  # strided
+    lambda: np.arange(12, dtype=np.int64).reshape(3, 4).T,  # transposed
+    lambda: np.zeros((0, 3), dtype=np.uint16),  # empty
+    lambda: np.array(7, dtype=np.int32),  # 0-d
+    lambda: np.array([True, False]),
+    lambda: np.array([1.5, np.nan, -0.0], dtype=np.float64),
+])
+def test_wire_round_trips_arrays_exactly_and_writable(make):
+    a = make()
+    b = wire.loads(wire.dumps({"a": a, "nested": [a, (a,)]}))["a"]
+    assert b.dtype == a.dtype and b.shape == a.shape
+    assert a.tobytes() == np.ascontiguousarray(b).tobytes()  # bit for bit, NaN and -0.0 included
+    if b.size:
+        b.reshape(-1)[0] = b.reshape(-1)[-1]  # arrives writable
+
+
+def test_wire_keeps_read_only_arrays_read_only_and_objects_work():
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    assert not wire.loads(wire.dumps(a)).flags.writeable
+    obj = np.array([{"x": 1}, None], dtype=object)
+    assert wire.loads(wire.dumps(obj)).tolist() == obj.tolist()
+
+
+def test_wire_is_smaller_work_than_pickle_for_many_small_arrays():
+    import pickle
+    import time
+
+    arrays = [np.random.rand(64).astype(np.float32) for _ in range(200)]
+
+    def best(f):
+        out = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            f()
+            out.append(time.perf_counter() - t0)
+        return min(out)
+
+    ours = best(lambda: wire.loads(wire.dumps(arrays)))
+    theirs = best(lambda: pickle.loads(pickle.dumps(arrays, protocol=5)))
+    assert ours < theirs  # (about 2x less on the machines we measured)
+
+
+def test_torch_build_is_read_without_importing_torch(tmp_path):
+    code = ("import sys; from tdiff import gpus; gpus.torch_has_cuda(); "
+            "n = gpus.device_count(); print('torch' in sys.modules, n)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}).stdout.split()
+    assert out == ["False", "0"]  # no GPU visible: 0, and torch was never imported
+
+
+def test_gpu_count_agrees_with_torch_when_it_is_loaded():
+    import torch
+
+    expected = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    assert gpus.device_count() == expected
+
+
+def test_loading_the_plugin_imports_neither_torch_nor_triton():
+    code = "import sys, tdiff.plugin, tdiff; print(sorted(m for m in ('torch', 'triton') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_package_names_load_on_first_use():
+    code = textwrap.dedent("""
+        import sys, tdiff
+        assert "torch" not in sys.modules
+        from tdiff import strategies as tst, check, RunOptions, verify
+        import tdiff.declaration  # importing the module must not shadow the decorator
+        assert callable(tdiff.check) and tdiff.check.__module__ == "tdiff.declaration"
+        assert tdiff.strategies is tst and RunOptions().profile
+        try:
+            tdiff.nope
+        except AttributeError as exc:
+            print("ok", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("ok") and "nope" in out
+
+
+def test_spinning_needs_spare_cores_and_can_be_set(monkeypatch):
+    monkeypatch.setenv("TDIFF_SPIN_MS", "5")
+    assert spin_seconds() == 0.005
+    monkeypatch.setenv("TDIFF_SPIN_MS", "0")
+    assert spin_seconds() == 0.0
+    monkeypatch.delenv("TDIFF_SPIN_MS")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert spin_seconds() > 0  # 16 cores, 3 busy processes
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    assert spin_seconds() == 0.0  # 12 busy processes: no core to spare
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "1")
+    assert spin_seconds() == 0.0  # CI: 2 cores
+
+
+def test_spinning_pool_runs_cases_and_closes_without_waiting():
+    import torch
+
+    from tdiff.backends.base import BackendSpec
+    from tdiff.case import Case
+    from tdiff.strategies import tensor_arg
+    from tdiff.workers import Job
+    from tests import kernels as K
+
+    pool = Pool(spin=0.005)
+    assert pool._env("cpu")["TDIFF_SPIN_MS"] == "5.0"
+    ref = K.double_kernel.__tdiff_checks__[0].ref()
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
+    (out,) = pool.run_many([Job(ref, BackendSpec("interpreter"), case)], timeout=60)
+    assert out.error is None, out.error
+    procs = [w.proc for w in pool.workers.values()]
+    pool.close(wait=False)
+    assert pool.closed and not pool.workers
+    for p in procs:  # they were asked to stop and exit on their own
+        assert p.wait(timeout=30) == 0
+
+
+ORDER_KERNELS = textwrap.dedent('''
+    import time
+    import torch
+    import triton
+    import triton.language as tl
+
+    import tdiff
+    from tdiff import strategies as tst
+
+
+    def launch(kernel, x):
+        out = torch.empty_like(x)
+        kernel[(1,)](x, out, x.numel(), BLOCK=8)
+        return out
+
+
+    X = tst.tensors(shape=(tst.sizes(block=8, max_blocks=1),), layouts=["contiguous"])
+
+
+    def slow_reference(x):
+        time.sleep(0.25)
+        return x * 2
+
+
+    @tdiff.check(launch=launch, reference=lambda x: x * 2, x=X)
+    @triton.jit
+    def a_quick(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+    @tdiff.check(launch=launch, reference=slow_reference, x=X)
+    @triton.jit
+    def b_slow(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+''')
+
+
+def test_checks_that_took_longest_last_time_run_first(pytester):
+    pytester.makeini("""
+        [pytest]
+        tdiff_paths = kernels
+        tdiff_examples = 6
+        tdiff_profile = ci
+    """)
+    pytester.mkdir("kernels")
+    pytester.path.joinpath("kernels", "__init__.py").write_text("")
+    pytester.path.joinpath("kernels", "ops.py").write_text(ORDER_KERNELS)
+    args = ("--tdiff", "-v", "-p", "cacheprovider", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
+    first = pytester.runpytest_subprocess(*args)
+    first.assert_outcomes(passed=2)
+    cache = pytester.path / ".pytest_cache" / "v" / "tdiff" / "durations"
+    walls = json.loads(cache.read_text())
+    assert walls["kernels/ops.py::b_slow[tdiff]"] > walls["kernels/ops.py::a_quick[tdiff]"]
+    second = pytester.runpytest_subprocess(*args).stdout.str()
+    assert second.index("b_slow[tdiff]") < second.index("a_quick[tdiff]")  # collected a_quick first

@@ -106,20 +106,19 @@ def tdiff_case(runner: Runner, check, pair, case: Case) -> None:
 
 
 def measure(loops: dict[str, Any], cases: list[Case], rounds: int) -> dict[str, list[float]]:
-    """Seconds each loop spent on all cases, per round. Loops take turns case by case, in an order
-    that rotates, so the machine's drift (other tenants, clocks) hits every loop alike."""
+    """Seconds each loop spent on all cases, per round; the loops take turns pass by pass, in an
+    order that rotates, so the machine's drift hits every loop alike. (Turns case by case would
+    make the bare loop's process and tdiff's GPU worker switch the GPU between them every case.)"""
     times: dict[str, list[float]] = {k: [] for k in loops}
     names = list(loops)
     for r in range(rounds):
-        spent = dict.fromkeys(names, 0.0)
-        for i, case in enumerate(cases):
-            k0 = (r + i) % len(names)
-            for k in names[k0:] + names[:k0]:
-                t0 = time.perf_counter()
+        k0 = r % len(names)
+        order = names[k0:] + names[:k0]
+        for k in (order if r % 2 == 0 else order[::-1]):
+            t0 = time.perf_counter()
+            for case in cases:
                 loops[k](case)
-                spent[k] += time.perf_counter() - t0
-        for k in names:
-            times[k].append(spent[k])
+            times[k].append(time.perf_counter() - t0)
     return times
 
 
@@ -137,7 +136,7 @@ def main() -> None:
                "sampled": Runner(sampled)}
     print(f"device: {torch.cuda.get_device_name() if GPU else 'CPU only'}; pair: {pair[0]} vs {pair[1]}; "
           f"triton {triton.__version__}, torch {torch.__version__}, numpy {np.__version__}")
-    print("each row: the same cases through every loop, taking turns case by case; c/s from the median round;")
+    print("each row: the same cases through every loop, taking turns pass by pass; c/s from the median round;")
     print("tdiff/bare is the median of the per-round ratios")
     print(f"{'kernel':11} {'grid':>5} {'cases':>5} {'rounds':>6} {'bare c/s':>9} {'tdiff c/s':>10} "
           f"{'in-proc c/s':>11} {'sampled c/s':>11} {'tdiff/bare':>10} {'full/sampled':>12}")
@@ -155,7 +154,7 @@ def main() -> None:
             big = g >= 256
             # small grids: enough cases for a pass of ~0.3 s; large ones: a single case
             n = 1 if big else max(2, min(60, int(0.3 / max(one, 1e-4))))
-            rounds = 2 if big else (5 if args.quick else 9)
+            rounds = 2 if big else (7 if args.quick else 11)
             cases = make_cases(name, g, n)
             loops = {"bare": partial(bare_case, check),
                      "tdiff": partial(tdiff_case, runners["tdiff"], check, pair)}

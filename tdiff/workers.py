@@ -256,6 +256,7 @@ class Pool:
         teardown takes most of a second), so a finished test process can exit at once."""
         for w in self.workers.values():  # ask every worker to exit first, so they shut down together
             w.ask_to_stop()
+        _detached[:] = [p for p in _detached if p.poll() is None]  # reap those that have exited
         for w in self.workers.values():
             if not wait and w.proc is not None:
                 _detached.append(w.proc)  # keeps Popen from warning that it is still running

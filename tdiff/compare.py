@@ -152,19 +152,21 @@ def value_mismatch(target: str, a: np.ndarray, b: np.ndarray, dt: dtypes.DType, 
 
 # ------------------------------------------------------------------ storages
 
+def storage_bytes(s: StorageOutcome) -> np.ndarray:
+    """The storage's bytes, guard bands excluded, as a read-only uint8 array (no copy)."""
+    return np.frombuffer(s.data, np.uint8)[s.guard : len(s.data) - s.guard]
+
+
 def same_bytes(a: StorageOutcome, b: StorageOutcome) -> bool:
     """Whether two storages (guard bands excluded) hold identical bytes of the same dtype."""
     if a.dtype != b.dtype or len(a.data) != len(b.data) or a.guard != b.guard:
         return False
-    end = len(a.data) - a.guard
-    xa, xb = np.frombuffer(a.data, np.uint8), np.frombuffer(b.data, np.uint8)
-    return bool(np.array_equal(xa[a.guard : end], xb[b.guard : end]))
+    return bool(np.array_equal(storage_bytes(a), storage_bytes(b)))
 
 
 def storage_values(s: StorageOutcome) -> np.ndarray:
     """Carrier values of a storage outcome (guard bands excluded)."""
-    dt = dtypes.dtype(s.dtype)
-    return np.frombuffer(s.storage_bytes, dtype=dt.carrier)
+    return storage_bytes(s).view(dtypes.dtype(s.dtype).carrier)
 
 
 def view_values(s: StorageOutcome, arg: TensorArg) -> tuple[np.ndarray, np.ndarray]:
@@ -201,8 +203,9 @@ def gap_damage(s: StorageOutcome, arg: TensorArg) -> tuple[int, list[int]]:
     """(count, first indices) of storage elements outside the view whose bytes changed."""
     dt = dtypes.dtype(s.dtype)
     if dt.name == arg.dtype:
-        now = np.frombuffer(s.data, np.uint8)[s.guard : len(s.data) - s.guard]
-        if np.array_equal(now, np.ascontiguousarray(arg.storage).view(np.uint8).reshape(-1)):
+        now = storage_bytes(s)
+        before = np.ascontiguousarray(arg.storage).view(np.uint8).reshape(-1)
+        if np.array_equal(now, before):
             return 0, []  # the storage is byte for byte what went in
     mask = ~arg.in_view()
     if not mask.any():
@@ -212,9 +215,8 @@ def gap_damage(s: StorageOutcome, arg: TensorArg) -> tuple[int, list[int]]:
         before = dtypes.as_float64(arg.storage, arg.dt)
         changed = mask & ~((now == before) | (np.isnan(now) & np.isnan(before)))
     else:
-        now = storage_values(s).view(np.uint8).reshape(arg.storage.size, -1)
-        before = np.ascontiguousarray(arg.storage).view(np.uint8).reshape(arg.storage.size, -1)
-        changed = mask & (now != before).any(axis=1)
+        n = arg.storage.size
+        changed = mask & (now.reshape(n, -1) != before.reshape(n, -1)).any(axis=1)
     idx = np.nonzero(changed)[0]
     return int(idx.size), [int(i) for i in idx[:5]]
 

@@ -24,10 +24,6 @@ class StorageOutcome:
     guard: int
     data: bytes
 
-    @property
-    def storage_bytes(self) -> bytes:
-        return self.data[self.guard : len(self.data) - self.guard]
-
     def guards(self) -> tuple[bytes, bytes]:
         return self.data[: self.guard], self.data[len(self.data) - self.guard :]
 

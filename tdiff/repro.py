@@ -25,7 +25,7 @@ import triton
 
 from . import dtypes, kernels
 from .case import Case
-from .compare import Comparison
+from .compare import Comparison, storage_values
 from .outcome import Outcome, ReturnedTensor, returned_at
 from .source import Collector
 from .verdict import Verdict
@@ -108,7 +108,7 @@ def _recorded(o: Outcome, case: Case, targets: dict[str, dict], data: _Data) -> 
         if target in tensors and target in o.storages:
             arg = tensors[target]
             st = o.storages[target]
-            raw = np.frombuffer(st.storage_bytes, dtype=dtypes.dtype(st.dtype).carrier)[arg.view_index()]
+            raw = storage_values(st)[arg.view_index()]
             out[target] = {**data.encode(f"{o.backend}_{target}", raw, st.dtype), "shape": list(arg.shape)}
         else:
             node = returned_at(o.returned, target)

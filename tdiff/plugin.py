@@ -126,8 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("tdiff"):
         return
     config.stash[_KEY] = _State(config)
-    run_options(config)  # fail early on bad options
-    _warm(config)
+    _warm(config, run_options(config))  # (bad options fail here, early)
     source = getattr(config, "args_source", None)
     explicit = source is not None and source.name == "ARGS"
     if not explicit:  # no paths given: add tdiff_paths to what pytest collects
@@ -279,13 +278,12 @@ def _summary(result: Any) -> dict:
     }
 
 
-def _warm(config: pytest.Config) -> None:
+def _warm(config: pytest.Config, opts: Any) -> None:
     """Start the worker processes at once: their imports (torch, triton) and CUDA set-up then
     overlap with this process's own imports and collection."""
     controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
     if config.option.collectonly or controller:
         return  # (an xdist controller runs no tests: its workers warm their own)
-    opts = run_options(config)
     if opts.isolation == "none":
         return
     from .backends.base import BackendSpec

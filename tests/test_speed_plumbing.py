@@ -41,23 +41,13 @@ def test_wire_keeps_read_only_arrays_read_only_and_objects_work():
     assert wire.loads(wire.dumps(obj)).tolist() == obj.tolist()
 
 
-def test_wire_is_smaller_work_than_pickle_for_many_small_arrays():
+def test_wire_sends_arrays_as_bytes_and_a_dtype_string_not_a_dtype_object():
     import pickle
-    import time
 
-    arrays = [np.random.rand(64).astype(np.float32) for _ in range(200)]
-
-    def best(f):
-        out = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            f()
-            out.append(time.perf_counter() - t0)
-        return min(out)
-
-    ours = best(lambda: wire.loads(wire.dumps(arrays)))
-    theirs = best(lambda: pickle.loads(pickle.dumps(arrays, protocol=5)))
-    assert ours < theirs  # (about 2x less on the machines we measured)
+    a = np.arange(64, dtype=np.float32)
+    assert b"dtype" in pickle.dumps(a, protocol=5)  # numpy's own path pickles a dtype object per array
+    blob = wire.dumps({"x": a})
+    assert b"dtype" not in blob and b"_rebuild" in blob and b"<f4" in blob and a.tobytes() in blob
 
 
 def test_torch_build_is_read_without_importing_torch(tmp_path):
@@ -85,6 +75,7 @@ def test_package_names_load_on_first_use():
     code = textwrap.dedent("""
         import sys, tdiff
         assert "torch" not in sys.modules
+        assert sorted(tdiff.__all__) == sorted(tdiff._LAZY)  # every public name loads lazily
         from tdiff import strategies as tst, check, RunOptions, verify
         import tdiff.declaration  # importing the module must not shadow the decorator
         assert callable(tdiff.check) and tdiff.check.__module__ == "tdiff.declaration"

@@ -4,6 +4,8 @@ import textwrap
 
 import pytest
 
+from tests.projects import kernel_project
+
 pytest_plugins = ["pytester"]
 
 KERNELS = textwrap.dedent('''
@@ -40,16 +42,7 @@ KERNELS = textwrap.dedent('''
 
 @pytest.fixture
 def project(pytester):
-    pytester.makeini("""
-        [pytest]
-        tdiff_paths = kernels
-        tdiff_examples = 4
-        tdiff_profile = ci
-        tdiff_shrink_budget = 5
-    """)
-    pytester.mkdir("kernels")
-    pytester.path.joinpath("kernels", "__init__.py").write_text("")
-    pytester.path.joinpath("kernels", "ops.py").write_text(KERNELS)
+    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5)
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     return pytester
 

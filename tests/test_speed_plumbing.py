@@ -11,6 +11,7 @@ import pytest
 
 from tdiff import gpus, wire
 from tdiff.workers import Pool, spin_seconds
+from tests.projects import kernel_project
 
 pytest_plugins = ["pytester"]
 
@@ -167,15 +168,7 @@ ORDER_KERNELS = textwrap.dedent('''
 
 
 def test_checks_that_took_longest_last_time_run_first(pytester):
-    pytester.makeini("""
-        [pytest]
-        tdiff_paths = kernels
-        tdiff_examples = 6
-        tdiff_profile = ci
-    """)
-    pytester.mkdir("kernels")
-    pytester.path.joinpath("kernels", "__init__.py").write_text("")
-    pytester.path.joinpath("kernels", "ops.py").write_text(ORDER_KERNELS)
+    kernel_project(pytester, ORDER_KERNELS, tdiff_examples=6, tdiff_profile="ci")
     args = ("--tdiff", "-v", "-p", "cacheprovider", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     first = pytester.runpytest_subprocess(*args)
     first.assert_outcomes(passed=2)

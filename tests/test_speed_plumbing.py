@@ -169,7 +169,9 @@ ORDER_KERNELS = textwrap.dedent('''
 
 def test_checks_that_took_longest_last_time_run_first(pytester):
     kernel_project(pytester, ORDER_KERNELS, tdiff_examples=6, tdiff_profile="ci")
-    args = ("--tdiff", "-v", "-p", "cacheprovider", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
+    # the reference makes b_slow slow: compare with it on every machine, GPU or not
+    args = ("--tdiff", "-v", "-p", "cacheprovider", "--tdiff-corpus=none", "--tdiff-repro-dir=none",
+            "--tdiff-backends=interpreter,reference")
     first = pytester.runpytest_subprocess(*args)
     first.assert_outcomes(passed=2)
     cache = pytester.path / ".pytest_cache" / "v" / "tdiff" / "durations"

@@ -127,6 +127,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer rounds and cases")
     ap.add_argument("--grids", default="1,16,256,1024")
     ap.add_argument("--kernels", default=",".join(KERNELS))
+    ap.add_argument("--rounds", type=int, default=None, help="rounds on small grids (default 11, --quick 7)")
     args = ap.parse_args()
     grids = [int(g) for g in args.grids.split(",")]
     pair = ("compiled", "interpreter") if GPU else ("interpreter", "reference")
@@ -137,9 +138,9 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name() if GPU else 'CPU only'}; pair: {pair[0]} vs {pair[1]}; "
           f"triton {triton.__version__}, torch {torch.__version__}, numpy {np.__version__}")
     print("each row: the same cases through every loop, taking turns pass by pass; c/s from the median round;")
-    print("tdiff/bare is the median of the per-round ratios")
+    print("tdiff/bare is the median of the per-round ratios, with their middle half (quartiles) on small grids")
     print(f"{'kernel':11} {'grid':>5} {'cases':>5} {'rounds':>6} {'bare c/s':>9} {'tdiff c/s':>10} "
-          f"{'in-proc c/s':>11} {'sampled c/s':>11} {'tdiff/bare':>10} {'full/sampled':>12}")
+          f"{'in-proc c/s':>11} {'sampled c/s':>11} {'tdiff/bare':>10} {'quartiles':>11} {'full/sampled':>12}")
     ratios, speedups = [], []
     for name in args.kernels.split(","):
         check = tdiff.checks_of(KERNELS[name])[0]
@@ -154,7 +155,7 @@ def main() -> None:
             big = g >= 256
             # small grids: enough cases for a pass of ~0.3 s; large ones: a single case
             n = 1 if big else max(2, min(60, int(0.3 / max(one, 1e-4))))
-            rounds = 2 if big else (7 if args.quick else 11)
+            rounds = 2 if big else (args.rounds or (7 if args.quick else 11))
             cases = make_cases(name, g, n)
             loops = {"bare": partial(bare_case, check),
                      "tdiff": partial(tdiff_case, runners["tdiff"], check, pair)}
@@ -163,8 +164,11 @@ def main() -> None:
             if g > sampled.sample_threshold:
                 loops["sampled"] = partial(tdiff_case, runners["sampled"], check, pair)
             times = measure(loops, cases, rounds)
-            ratio = statistics.median(t / b for t, b in zip(times["tdiff"], times["bare"]))
+            per_round = [t / b for t, b in zip(times["tdiff"], times["bare"])]
+            ratio = statistics.median(per_round)
             ratios.append(ratio)
+            q = statistics.quantiles(per_round, n=4) if len(per_round) >= 4 else None
+            spread = f"{q[0]:.2f}-{q[2]:.2f}" if q else ""
             cps = {k: n / statistics.median(v) for k, v in times.items()}
             speed = ""
             if "sampled" in times:
@@ -174,7 +178,7 @@ def main() -> None:
                     speedups.append(sp)
             c = {k: f"{cps[k]:.2f}" if k in cps else "-" for k in ("bare", "tdiff", "in-process", "sampled")}
             print(f"{name:11} {g:5d} {n:5d} {rounds:6d} {c['bare']:>9} {c['tdiff']:>10} {c['in-process']:>11} "
-                  f"{c['sampled']:>11} {ratio:10.2f} {speed:>12}", flush=True)
+                  f"{c['sampled']:>11} {ratio:10.2f} {spread:>11} {speed:>12}", flush=True)
     print(f"tdiff / bare per case: median {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x "
           f"over {len(ratios)} rows")
     if speedups:

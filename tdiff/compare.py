@@ -70,10 +70,11 @@ def _finite_max(x: np.ndarray) -> float:
 
 
 def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, raw_a: np.ndarray | None = None,
-          raw_b: np.ndarray | None = None, input_scale: float = 0.0) -> np.ndarray:
+          raw_b: np.ndarray | None = None, input_scale: float = 0.0, terms: float = 1.0) -> np.ndarray:
     """Boolean array: True where a and b agree under `tol` (a, b as float64; raw_* carrier bits).
 
-    `input_scale` is the largest finite magnitude among the case's floating inputs.
+    `input_scale` is the largest finite magnitude among the case's floating inputs; `terms` the
+    growth of rounding with the terms summed into each output (see `reduction_factor`).
     """
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if tol.exact:
@@ -87,7 +88,7 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, raw_a: np.ndarray | None
         diff = np.abs(a - b)
         scale = min(_finite_max(a), _finite_max(b))
         allowed = (tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + tol.scale * scale
-                   + tol.inputs * input_scale)
+                   + (tol.inputs * input_scale + tol.products * input_scale * input_scale) * terms)
         ok = diff <= allowed
     both_inf = np.isinf(a) & np.isinf(b)
     ok = np.where(both_inf | (np.isinf(a) != np.isinf(b)), a == b, ok)
@@ -107,9 +108,9 @@ def _fmt(v: Any) -> str:
 def value_mismatch(target: str, a: np.ndarray, b: np.ndarray, dt: dtypes.DType, tol: Tolerance,
                    writers: np.ndarray | None, raw_a: np.ndarray | None = None,
                    raw_b: np.ndarray | None = None, names: tuple[str, str] = ("a", "b"),
-                   input_scale: float = 0.0) -> Mismatch | None:
+                   input_scale: float = 0.0, terms: float = 1.0) -> Mismatch | None:
     """A `Mismatch` if the view values a and b (float64, same shape) disagree, else None."""
-    ok = close(a, b, tol, raw_a, raw_b, input_scale)
+    ok = close(a, b, tol, raw_a, raw_b, input_scale, terms)
     if ok.all():
         return None
     bad = ~ok
@@ -324,7 +325,7 @@ def _compare_returned(a: Any, b: Any, path: str, ctx: dict, out: list[Mismatch])
         if ctx["sampled"] and wr is not None and wr.shape == va.shape:
             va, vb, ra, rb = _keep(va, wr >= 0), _keep(vb, wr >= 0), None, None
         m = value_mismatch(path, va, vb, dt, tol, wr, ra, rb, ctx["names"],
-                           ctx["input_scale"] * reduction_factor(ctx["case"], va.size))
+                           ctx["input_scale"], reduction_factor(ctx["case"], va.size))
         if m:
             out.append(m)
         return
@@ -387,7 +388,7 @@ def compare(a: Outcome, b: Outcome, case: Case, tolerance: Any = None,
             va, vb = _keep(va, keep), _keep(vb, keep)
             ra = rb = None
         m = value_mismatch(name, va, vb, arg.dt, tol, writers, ra, rb, names,
-                           scale_in * reduction_factor(case, arg.numel))
+                           scale_in, reduction_factor(case, arg.numel))
         if m:
             cmp.mismatches.append(m)
     ctx = {"ops": ops, "default": tolerance, "per_output": per_output, "names": names,

@@ -23,7 +23,7 @@ CHECKS_ATTR = "__tdiff_checks__"
 #: keyword arguments of `check` that are settings, not input strategies
 SETTINGS = (
     "launch", "reference", "name", "inputs", "dims", "tolerance", "tolerances", "max_examples",
-    "timeout", "check_pointers", "sample_programs", "backends", "configs", "marks",
+    "timeout", "check_pointers", "sample_programs", "backends", "configs", "marks", "max_compiles",
 )
 
 
@@ -51,6 +51,7 @@ class Check:
     backends: tuple[str, ...] | None = None
     configs: tuple[int, ...] | None = None
     marks: tuple[Any, ...] = ()
+    max_compiles: int | None = None
 
     @property
     def kernel_name(self) -> str:
@@ -181,6 +182,7 @@ def check(
     backends: tuple[str, ...] | list[str] | None = None,
     configs: tuple[int, ...] | list[int] | None = None,
     marks: tuple[Any, ...] | list[Any] = (),
+    max_compiles: int | None = None,
     **strategies: Any,
 ) -> Callable[[K], K]:
     """Declare how to launch a kernel and what its inputs look like; returns the kernel unchanged.
@@ -197,6 +199,8 @@ def check(
     backends: the pair of backends to compare, overriding the run's default.
     configs: indices of the autotune configs to test (default: all).
     marks: pytest marks for the check's test item (e.g. `pytest.mark.slow`).
+    max_compiles: specializations the check may compile before drawn cases needing new ones are
+    skipped (None: the run's default, 8; 0: no limit).
     Every other keyword names an input: a hypothesis strategy, a tdiff strategy, a list of
     choices (e.g. constexpr values) or a constant.
     """
@@ -261,6 +265,9 @@ def check(
                         f"{where}: reference must accept the inputs {names}; "
                         f"its signature is reference{inspect.signature(reference)}"
                     )
+        if max_compiles is not None and (isinstance(max_compiles, bool) or not isinstance(max_compiles, int)
+                                         or max_compiles < 0):
+            raise DeclarationError(f"{where}: max_compiles must be an int >= 0 (0: no limit), got {max_compiles!r}")
         n_configs = len(kernels.configs(kernel))
         if configs is not None:
             bad = [c for c in configs if not 0 <= c < max(n_configs, 1)]
@@ -279,7 +286,7 @@ def check(
             tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
             timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
             backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
-            marks=tuple(marks),
+            marks=tuple(marks), max_compiles=max_compiles,
         )
         try:
             setattr(kernel, CHECKS_ATTR, [*existing, c])

@@ -34,6 +34,8 @@ _OPTIONS = [
     ("repro-dir", str, "where reproducers and pictures go (default: tdiff-out); 'none' to skip"),
     ("isolation", str, "process (workers; a crash fails one case) or none (fastest)"),
     ("shrink-budget", float, "seconds tdiff spends shrinking a divergence (default 60)"),
+    ("max-compiles", int, "specializations a check may compile before drawn cases needing new ones are "
+                          "skipped (default 8; 0: no limit)"),
 ]
 
 
@@ -70,7 +72,8 @@ def run_options(config: pytest.Config) -> Any:
             raise pytest.UsageError(f"--tdiff-backends needs two backends separated by a comma, got {backends!r}")
         changes["backends"] = (parts[0], parts[1])
     for name, field in (("profile", "profile"), ("examples", "max_examples"), ("seed", "seed"),
-                        ("timeout", "timeout"), ("isolation", "isolation"), ("shrink-budget", "shrink_budget")):
+                        ("timeout", "timeout"), ("isolation", "isolation"), ("shrink-budget", "shrink_budget"),
+                        ("max-compiles", "max_compiles")):
         v = _opt(config, name)
         if v is not None:
             changes[field] = v
@@ -85,6 +88,8 @@ def run_options(config: pytest.Config) -> Any:
         raise pytest.UsageError(f"--tdiff-profile must be ci, dev or thorough, not {changes['profile']!r}")
     if changes.get("isolation") not in (None, "process", "none"):
         raise pytest.UsageError("--tdiff-isolation must be process or none")
+    if changes.get("max_compiles", 0) < 0:
+        raise pytest.UsageError("--tdiff-max-compiles must be 0 (no limit) or more")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     m = re.match(r"gw(\d+)$", worker)
     if m:
@@ -262,6 +267,8 @@ def _summary(result: Any) -> dict:
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "compiles": result.compiles,
         "compile_seconds": round(result.compile_seconds, 3),
+        "budget_skipped": result.budget_skipped,
+        "budget_beyond": result.budget_beyond,
         "wall": round(result.wall, 3),
         "replayed": [list(x) for x in result.replayed],
         "divergences": [{
@@ -363,10 +370,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     for s in _collected:
         by_kernel[s["id"]].append(s)
     totals: dict[str, float] = defaultdict(float)
-    cases = 0
+    cases = compiles = 0
+    compile_seconds = 0.0
     for kid, runs in sorted(by_kernel.items()):
         for s in runs:
             cases += s["cases"]
+            compiles += s["compiles"]
+            compile_seconds += s["compile_seconds"]
             for k, v in s["seconds"].items():
                 totals[k] += v
             verdicts = defaultdict(int)
@@ -388,7 +398,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             for n in s["notes"]:
                 tr.write_line(f"          note: {n}")
     t = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(totals.items()))
-    tr.write_line(f"tdiff: {len(by_kernel)} checks, {cases} cases; time in backends: {t}")
+    comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
+    tr.write_line(f"tdiff: {len(by_kernel)} checks, {cases} cases; time in backends: {t}{comp}")
     for note in sorted({s.get("pair_note") for s in _collected if s.get("pair_note")}):
         tr.write_line(f"tdiff: {note}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from hypothesis import errors as herrors
 from . import corpus as corpus_mod
 from . import kernels, repro
 from .backends.base import BackendSpec, gpu_available
+from .budget import CompileBudget, layout_of
 from .case import Case
 from .compare import Comparison, compare
 from .declaration import Check, checks_of
@@ -28,6 +29,7 @@ from .outcome import Outcome
 from .report import render, save_pictures
 from .settings import RunOptions, hypothesis_settings
 from .shrink import ShrinkInfo, shrink
+from .specialization import launch_keys
 from .strategies import case_strategy
 from .verdict import QUIET, Verdict, decide
 from .workers import InProcess, Job, Pool, shared_pool
@@ -69,6 +71,8 @@ class CheckResult:
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/"error")
     wall: float = 0.0
     pair_note: str | None = None  # why these backends (e.g. no GPU)
+    budget_skipped: int = 0  # drawn cases skipped because they needed new specializations
+    budget_beyond: int = 0  # compiles past the budget, where skipping had cost more
 
     @property
     def failures(self) -> list[Divergence]:
@@ -128,15 +132,20 @@ class Runner:
     def _sampled(o: Outcome) -> bool:
         return o.trace is not None and o.trace.sampled
 
-    def run_specs(self, check: Check, case: Case, specs: Iterable[str | BackendSpec]) -> list[Outcome]:
+    def run_specs(self, check: Check, case: Case, specs: Iterable[str | BackendSpec],
+                  meanwhile: Callable[[], object] | None = None) -> list[Outcome]:
+        """Run a case on each spec; `meanwhile` runs in this process while the workers do."""
         target = self._target(check)
         jobs = [Job(target, s if isinstance(s, BackendSpec) else self.spec(check, s), case) for s in specs]
-        return self.executor.run_many(jobs, check.timeout or self.options.timeout)
+        timeout = check.timeout or self.options.timeout
+        if meanwhile is None:
+            return self.executor.run_many(jobs, timeout)
+        return self.executor.run_many(jobs, timeout, meanwhile=meanwhile)
 
-    def evaluate(self, check: Check, case: Case, pair: tuple[str, str],
-                 result: CheckResult | None = None) -> tuple[Comparison | None, str | None]:
+    def evaluate(self, check: Check, case: Case, pair: tuple[str, str], result: CheckResult | None = None,
+                 meanwhile: Callable[[], object] | None = None) -> tuple[Comparison | None, str | None]:
         """Run a case on both backends; (comparison, None) or (None, reason it cannot be judged)."""
-        a, b = self.run_specs(check, case, pair)
+        a, b = self.run_specs(check, case, pair, meanwhile)
         if any(o.trace is not None and o.trace.sampled and o.trace.atomics for o in (a, b)):
             # atomics accumulate over every program: a sample cannot be compared, interpret them all
             full = [s if not self._sampled(o) else self.spec(check, s).with_(sample=None)
@@ -171,10 +180,14 @@ class Runner:
         result = CheckResult(check.id, check.item_name, pair, pair_note=note)
         if isinstance(self.executor, Pool):
             self.executor.warm([self.spec(check, s).lane for s in pair])
+        budget = self.budget(check, pair)
         try:
             if self.options.replay and self.options.corpus_dir is not None:
-                self._replay(check, pair, result)
-            found = self._search(check, pair, result)
+                self._replay(check, pair, result, budget)
+            found = self._search(check, pair, result, budget)
+            result.budget_skipped, result.budget_beyond = budget.skipped, budget.beyond
+            if budget.describe():
+                result.notes.append(budget.describe())  # type: ignore[arg-type]
             if found is not None:
                 result.divergences.append(self._finish(check, pair, *found))
         except DivergenceError:
@@ -193,11 +206,42 @@ class Runner:
         result.wall = time.perf_counter() - t0
         return result
 
-    def _search(self, check: Check, pair: tuple[str, str], result: CheckResult) -> tuple[Case, Comparison] | None:
+    def budget(self, check: Check, pair: tuple[str, str]) -> CompileBudget:
+        """The check's compile budget; none when neither backend compiles (interpreter, reference)."""
+        limit = check.max_compiles if check.max_compiles is not None else self.options.max_compiles
+        compiles = any(BackendSpec.parse(s).kind not in ("interpreter", "reference") for s in pair)
+        return CompileBudget(limit if compiles else None)
+
+    def _evaluate_within(self, check: Check, case: Case, pair: tuple[str, str], result: CheckResult,
+                         budget: CompileBudget, keys: Any = None) -> tuple[Comparison | None, str | None]:
+        """`evaluate`, recording the case's launch keys and compiles in the budget; unknown keys
+        are found in this process while the workers run the case."""
+        found = [keys] if keys is not None else []
+        find = (lambda: found.append(launch_keys(check, case))) if budget.limit and not found else None
+        before = (result.compiles, result.compile_seconds)
+        out = self.evaluate(check, case, pair, result, meanwhile=find)
+        budget.ran(found[0] if found else None, result.compiles - before[0], result.compile_seconds - before[1])
+        return out
+
+    def _search(self, check: Check, pair: tuple[str, str], result: CheckResult,
+                budget: CompileBudget | None = None) -> tuple[Case, Comparison] | None:
         last: dict[str, Any] = {}
+        budget = budget or CompileBudget(None)
+        pending: dict[str, Any] = {}
+
+        def admit(skeleton: Case) -> bool:
+            # past the budget, only cases reusing compiled specializations run; decided before the
+            # values are drawn, once per layout (shrinking included)
+            layout = layout_of(skeleton)
+            ok, keys = budget.decide(layout, lambda: launch_keys(check, skeleton))
+            if keys is not None:
+                pending["drawn"] = (layout, keys)
+            return ok
 
         def test(case: Case) -> None:
-            cmp, reason = self.evaluate(check, case, pair, result)
+            drawn = pending.pop("drawn", None)
+            keys = drawn[1] if drawn is not None and drawn[0] == layout_of(case) else None
+            cmp, reason = self._evaluate_within(check, case, pair, result, budget, keys)
             result.cases += 1
             if cmp is None:
                 result.discarded[reason or "discarded"] += 1
@@ -207,7 +251,7 @@ class Runner:
                 raise _Diverged(cmp.summary())
 
         settings = hypothesis_settings(self.options, check.max_examples)
-        wrapped = settings(hypothesis.given(case_strategy(check))(test))
+        wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.limit else None))(test))
         inner = wrapped.hypothesis.inner_test  # type: ignore[attr-defined]
         inner._hypothesis_internal_add_digest = check.id.encode()
         if self.options.seed is not None:
@@ -266,11 +310,13 @@ class Runner:
         div.report = render(check.id, case, cmp, verdict, extra)
         return div
 
-    def _replay(self, check: Check, pair: tuple[str, str], result: CheckResult) -> None:
+    def _replay(self, check: Check, pair: tuple[str, str], result: CheckResult,
+                budget: CompileBudget | None = None) -> None:
         for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):  # type: ignore[arg-type]
-            self.replay_entry(check, pair, entry, result)
+            self.replay_entry(check, pair, entry, result, budget)
 
-    def replay_entry(self, check: Check, pair: tuple[str, str], entry: corpus_mod.Entry, result: CheckResult) -> str:
+    def replay_entry(self, check: Check, pair: tuple[str, str], entry: corpus_mod.Entry, result: CheckResult,
+                     budget: CompileBudget | None = None) -> str:
         """Replay one corpus entry into `result`; returns "passed", "failed" or "error"."""
         try:
             case = entry.load_case(check)
@@ -279,7 +325,8 @@ class Runner:
             result.status = "error"
             result.notes.append(str(exc))
             return "error"
-        cmp, _ = self.evaluate(check, case, pair, result)
+        # corpus entries always run; their compiles count towards the search's budget
+        cmp, _ = self._evaluate_within(check, case, pair, result, budget or CompileBudget(None))
         known = entry.meta().get("expect") == "divergence"  # a known bug, e.g. in Triton: kept as a watch
         if cmp is None or cmp.ok:
             if known:

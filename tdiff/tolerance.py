@@ -2,15 +2,16 @@
 
 An element pair (a, b) agrees when
 
-    |a - b| <= atol + rtol * min(|a|, |b|) + scale * S + inputs * I
+    |a - b| <= atol + rtol * min(|a|, |b|) + scale * S + (inputs * I + products * I**2) * T
 
 where S is the smaller of the two sides' largest finite magnitude over the whole tensor (so
 cancellation near zero is judged against the size of the data, and garbage on one side does
 not widen the tolerance), and I is the largest finite magnitude among the floating inputs
-(intermediates cancel too: a normalization's backward can be tiny where its terms are not),
-times sqrt(input elements / output elements) for outputs smaller than the inputs (a sum's
+(intermediates cancel too: a normalization's backward can be tiny where its terms are not), and
+T is sqrt(input elements / output elements) for outputs smaller than the inputs (a sum's
 rounding grows with its number of terms); `inputs` is a few ulps of float32 (float64 for
-float64 outputs), the usual compute precision.
+float64 outputs), the usual compute precision. `products` covers `tl.dot`: each product of two
+inputs is rounded (to tf32 for fp32 dots at default precision), so its error grows with I**2.
 
 NaN agrees with NaN at the same position (payloads are ignored); infinities must match in sign;
 -0.0 equals 0.0 unless `signed_zero=True`. `exact` compares bits (NaN payloads aside): integers,
@@ -31,7 +32,7 @@ TF32_EPS = 2.0**-10
 #: op classes the interpreter reports (see backends.interpreter) and their tolerance class
 OP_CLASS = {
     "farith": "arith", "transcendental": "transcendental", "reduce": "reduce", "scan": "reduce",
-    "atomic": "reduce", "dot:tf32": "tf32", "dot:ieee": "reduce", "dot:lowp": "reduce", "dot": "reduce",
+    "atomic": "reduce", "dot:tf32": "tf32", "dot:ieee": "dot", "dot:lowp": "dot", "dot": "dot",
 }
 
 # (rtol, scale) as multiples of the output dtype's eps, by dtype width; then absolute floors
@@ -39,6 +40,7 @@ _MULT = {
     "arith": {64: (8, 8), 32: (8, 16), 16: (2, 4), 8: (1, 2)},
     "transcendental": {64: (16, 16), 32: (16, 16), 16: (2, 4), 8: (1, 2)},
     "reduce": {64: (16, 64), 32: (16, 64), 16: (2, 4), 8: (1, 2)},
+    "dot": {64: (16, 64), 32: (16, 64), 16: (2, 4), 8: (1, 2)},
     "tf32": {64: (16, 64), 32: (16, 64), 16: (2, 4), 8: (1, 2)},
 }
 _FLOOR = {  # (rtol, scale) floors for float32 and narrower: fast approximations, tf32
@@ -55,13 +57,14 @@ class Tolerance:
     atol: float = 0.0
     scale: float = 0.0
     inputs: float = 0.0
+    products: float = 0.0
     exact: bool = False
     signed_zero: bool = False
     name: str = "custom"
 
     @classmethod
     def preset(cls, name: str, dt: str | DType = "float32") -> Tolerance:
-        """`exact`, `arith`, `transcendental`, `reduce` or `tf32`, for a dtype."""
+        """`exact`, `arith`, `transcendental`, `reduce`, `dot` or `tf32`, for a dtype."""
         dt = dtype(dt)
         if name == "exact" or not dt.is_float:
             return cls(exact=True, name="exact")
@@ -74,18 +77,26 @@ class Tolerance:
             fr, fs = _FLOOR[name]
             rtol, scale = max(rtol, fr), max(scale, fs)
         compute_eps = dtype("float64").eps if dt.bits == 64 else dtype("float32").eps
-        return cls(rtol=rtol, atol=dt.tiny, scale=scale, inputs=4 * compute_eps, name=f"{name}/{dt.name}")
+        products = 0.0
+        if name == "dot":
+            products = 4 * compute_eps
+        elif name == "tf32":
+            products = 2 * TF32_EPS if dt.bits <= 32 else 4 * compute_eps
+        return cls(rtol=rtol, atol=dt.tiny, scale=scale, inputs=4 * compute_eps, products=products,
+                   name=f"{name}/{dt.name}")
 
     def loosened(self, factor: float) -> Tolerance:
         if self.exact:
             return self
         return replace(self, rtol=self.rtol * factor, scale=self.scale * factor, inputs=self.inputs * factor,
+                       products=self.products * factor,
                        name=f"{self.name}x{factor:g}")
 
     def describe(self) -> str:
         if self.exact:
             return "exact"
-        return (f"{self.name} (rtol={self.rtol:.3g}, scale={self.scale:.3g}, inputs={self.inputs:.3g}, "
+        products = f", products={self.products:.3g}" if self.products else ""
+        return (f"{self.name} (rtol={self.rtol:.3g}, scale={self.scale:.3g}, inputs={self.inputs:.3g}{products}, "
                 f"atol={self.atol:.3g})")
 
 
@@ -99,6 +110,7 @@ def combine(tols: Iterable[Tolerance]) -> Tolerance:
     loose = [t for t in tols if not t.exact]
     return Tolerance(rtol=max(t.rtol for t in loose), atol=max(t.atol for t in loose),
                      scale=max(t.scale for t in loose), inputs=max(t.inputs for t in loose),
+                     products=max(t.products for t in loose),
                      signed_zero=any(t.signed_zero for t in loose),
                      name="+".join(sorted({t.name.split("/")[0] for t in loose})) + f"/{loose[0].name.split('/')[-1]}")
 
@@ -117,7 +129,7 @@ def _from_ops(ops: frozenset[str] | None, name: str) -> Tolerance:
     if not dt.is_float:
         return Tolerance(exact=True, name="exact")
     if ops is None:
-        classes = {"arith", "transcendental", "reduce"}
+        classes = {"arith", "transcendental", "reduce", "dot"}
     else:
         classes = {OP_CLASS[o] for o in ops if o in OP_CLASS}
     if not classes:

@@ -170,10 +170,12 @@ def _judge(case: Case, cmp: Comparison, truth: Outcome, truth_spec: str, extra: 
         tol = Tolerance.preset("reduce", dt) if dt.is_float else Tolerance(exact=True)
         if m.tolerance and "tf32" in m.tolerance:
             tol = Tolerance.preset("tf32", dt)
+        elif m.tolerance and "dot" in m.tolerance and dt.is_float:
+            tol = Tolerance.preset("dot", dt)
         tol = tol.loosened(4)
-        scale_in = input_scale(case) * reduction_factor(case, vt.size)
-        close_a &= value_mismatch(target, va, vt, dt, tol, None, input_scale=scale_in) is None
-        close_b &= value_mismatch(target, vb, vt, dt, tol, None, input_scale=scale_in) is None
+        scale_in, terms = input_scale(case), reduction_factor(case, vt.size)
+        close_a &= value_mismatch(target, va, vt, dt, tol, None, input_scale=scale_in, terms=terms) is None
+        close_b &= value_mismatch(target, vb, vt, dt, tol, None, input_scale=scale_in, terms=terms) is None
         reasons.append(f"`{target}`: RMSE to the {truth_spec} result: {a.backend} {ea:.3g}, {b.backend} {eb:.3g}")
         if ea > mult * eb + 1e-300:
             worse_a += 1

@@ -21,6 +21,7 @@ class Perturb(InterpreterBackend):
     relative = False
     program: int | None = None
     noisy = False
+    above: float | None = None
 
     def __init__(self, spec: BackendSpec) -> None:
         super().__init__(BackendSpec("interpreter", order=spec.order, check_pointers=spec.check_pointers))
@@ -29,7 +30,7 @@ class Perturb(InterpreterBackend):
 
     def make_session(self, plan):
         s = _Session(self.options, plan)
-        s.delta, s.relative, s.only, s.noisy = self.delta, self.relative, self.program, self.noisy
+        s.delta, s.relative, s.only, s.noisy, s.above = self.delta, self.relative, self.program, self.noisy, self.above
         return s
 
 
@@ -38,11 +39,14 @@ class _Session(Session):
     relative = False
     only: int | None = None
     noisy = False
+    above: float | None = None  # perturb only stores holding a value this large
 
     def transform_store(self, ptrs, value, mask):
         data = np.asarray(value.data)
         only = self.grid[0] - 1 if self.only == -1 else self.only
         if data.dtype.kind != "f" or (only is not None and self.program[0] != only):
+            return value
+        if self.above is not None and not (np.abs(data) > self.above).any():
             return value
         delta = self.delta
         if self.noisy:
@@ -102,3 +106,47 @@ class FakeCompiledTail(Perturb):
 
     label = "compiled"
     program = -1
+
+
+class FakeCompiling(Perturb):
+    """Plays the compiled side, correctly, and "compiles" (sleeps `compile_seconds`) each launch
+    specialization this worker has not run before, as Triton's JIT cache would."""
+
+    label = "compiled"
+    delta = 0.0
+    cache: set = set()
+    compile_seconds = 0.25
+
+    def run(self, target, case):
+        import time
+
+        from tdiff.specialization import launch_keys
+
+        new = set(launch_keys(target, case) or ()) - self.cache
+        self.cache |= new
+        time.sleep(self.compile_seconds * len(new))
+        outcome = super().run(target, case)
+        outcome.compiles = len(new)
+        outcome.compile_seconds = self.compile_seconds * len(new)
+        return outcome
+
+
+class FakeCompilingCheap(FakeCompiling):
+    """`FakeCompiling` whose compiles cost about as much as a few drawn cases: the budget both skips
+    and compiles beyond its limit."""
+
+    compile_seconds = 0.01
+
+
+class FakeCompilingFast(FakeCompiling):
+    """`FakeCompiling` whose compiles cost nothing: skipping draws is never worth it."""
+
+    compile_seconds = 0.0
+
+
+class FakeCompilingWrongOnHuge(FakeCompiling):
+    """Compiles like `FakeCompiling`, and stores wrong results wherever a value exceeds 1e4."""
+
+    delta = 1.0
+    relative = True
+    above = 1e4

@@ -114,7 +114,25 @@ def test_rendered_report_reads_without_the_code():
         assert part in text, part
 
 
-@pytest.mark.parametrize("name", ["arith", "transcendental", "reduce", "tf32"])
+def test_dot_tolerance_grows_with_the_products_not_the_result():
+    # found by the suite: a [1, 25] @ [25, 1] fp32 tl.dot at default precision (tf32) whose 25
+    # products of values in [-4, 4] cancel to 0.39; tf32 rounding left it 0.8% off the fp32 reference
+    worst, bug = 0.0, 0
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        a, b = rng.uniform(-4, 4, (1, 25)).astype(np.float32), rng.uniform(-4, 4, (25, 1)).astype(np.float32)
+        exact, tf32 = f64(a) @ f64(b), f64(_tf32(a)) @ f64(_tf32(b))
+        worst = max(worst, float(np.abs(exact - tf32).max() / np.abs(exact).max()))
+        tol = from_ops({"dot:tf32", "farith"}, "float32")
+        assert close(exact, tf32, tol, input_scale=4.0, terms=5.0).all(), seed
+        assert not close(exact, exact + 1.0, tol, input_scale=4.0, terms=5.0).all()  # one wrong product
+        bug += not close(exact, tf32, Tolerance.preset("arith", "float32"), input_scale=4.0, terms=5.0).all()
+    assert worst > 0.005 and bug > 0  # the effect is real, and needs the products term
+    ieee = from_ops({"dot:ieee"}, "float32")
+    assert ieee.products > 0 and ieee.products < from_ops({"dot:tf32"}, "float32").products
+
+
+@pytest.mark.parametrize("name", ["arith", "transcendental", "reduce", "dot", "tf32"])
 def test_presets_scale_with_dtype(name):
     t32, t16 = Tolerance.preset(name, "float32"), Tolerance.preset(name, "float16")
     assert 0 < t32.rtol <= t16.rtol and t32.atol > 0

@@ -99,3 +99,57 @@ def test_each_pool_compiles_on_its_own_gpu():
             assert out.error is None and out.device.endswith(f"(CUDA_VISIBLE_DEVICES={gpu})"), out.device
         finally:
             pool.close()
+
+
+def test_launch_keys_predict_real_compiles():
+    """The compile budget's dry launches classify arguments as Triton's JIT cache does: for every
+    suite kernel, the distinct launch keys of the cases run equal the compiles of a fresh worker."""
+    from tdiff.runner import Runner
+    from tdiff.specialization import launch_keys
+
+    ran = []
+
+    class Recording(Runner):
+        def evaluate(self, check, case, pair, result=None, meanwhile=None):
+            ran.append(case)
+            return super().evaluate(check, case, pair, result, meanwhile)
+
+    opts = tdiff.RunOptions(profile="ci", max_examples=12, corpus_dir=None, repro_dir=None, max_compiles=0,
+                            backends=("compiled", "interpreter"), shrink_budget=0, verdict=False)
+    kernels = {id(p.values[0]): p.values[0] for p in _suite_checks()}
+    pool = Pool()  # fresh workers: every kernel's cache starts empty
+    rows = []
+    try:
+        runner = Recording(opts, pool)
+        for kernel in kernels.values():
+            keys, compiles = set(), 0
+            for check in tdiff.checks_of(kernel):
+                ran.clear()
+                compiles += runner.run_check(check).compiles
+                keys |= {k for c in ran for k in (launch_keys(check, c) or ())}
+            rows.append((tdiff.checks_of(kernel)[0].kernel_name, len(keys), compiles))
+    finally:
+        pool.close()
+    print("\n(kernel, launch keys, compiles): " + ", ".join(map(str, rows)))
+    assert all(k == c for _, k, c in rows), rows
+
+
+def test_compile_budget_bounds_real_compiles():
+    from suites import vector_add
+
+    def run(limit):
+        opts = tdiff.RunOptions(profile="ci", max_examples=30, corpus_dir=None, repro_dir=None, max_compiles=limit,
+                                backends=("compiled", "interpreter"))
+        pool = Pool()  # a fresh worker: an empty kernel cache
+        try:
+            (r,) = tdiff.verify(vector_add.add_kernel, options=opts, executor=pool)
+        finally:
+            pool.close()
+        return r
+
+    free, bounded = run(0), run(3)
+    print(f"\nno budget: {free.compiles} compiles ({free.compile_seconds:.2f}s), {free.wall:.1f}s; budget 3: "
+          f"{bounded.compiles} compiles ({bounded.compile_seconds:.2f}s; {bounded.budget_beyond} past the budget "
+          f"where skipping had cost more), {bounded.budget_skipped} drawn cases skipped, {bounded.wall:.1f}s")
+    assert bounded.cases == free.cases == 30 and bounded.budget_skipped > 0
+    assert 3 <= bounded.compiles < free.compiles

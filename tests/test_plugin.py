@@ -1,6 +1,9 @@
 """pytest --tdiff, tested with pytester: the flag, collection and naming, options, reports, xdist."""
 
+import os
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +120,17 @@ def test_worker_lanes_get_their_gpu(monkeypatch):
     pool = Pool(gpu=1)
     assert pool._env("gpu")["CUDA_VISIBLE_DEVICES"] == "1"
     assert pool._env("cpu")["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_compile_budget_option_and_the_compiles_in_the_summary(project, monkeypatch):
+    root = Path(__file__).resolve().parents[1]  # so the workers import the fake compiling backend
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    result = project.runpytest_subprocess(
+        "--tdiff", "-k", "twice", "--tdiff-examples", "12", "--tdiff-max-compiles", "1",
+        "--tdiff-backends", "tests.faulty:FakeCompiling,interpreter", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "note: compile budget of 1 reached" in out
+    assert re.search(r"tdiff: 1 checks, 12 cases; .*; \d+ specializations compiled in [\d.]+s", out), out
+    bad = project.runpytest_subprocess("--tdiff", "--tdiff-max-compiles", "-1")
+    assert "--tdiff-max-compiles must be 0 (no limit) or more" in bad.stderr.str()

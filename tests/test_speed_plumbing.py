@@ -144,7 +144,7 @@ ORDER_KERNELS = textwrap.dedent('''
         return out
 
 
-    X = tst.tensors(shape=(tst.sizes(block=8, max_blocks=1),), layouts=["contiguous"])
+    X = tst.tensors(shape=(tst.sizes(block=8, max_blocks=1, max_value=8),), layouts=["contiguous"])
 
 
     def slow_reference(x):
@@ -169,9 +169,10 @@ ORDER_KERNELS = textwrap.dedent('''
 
 def test_checks_that_took_longest_last_time_run_first(pytester):
     kernel_project(pytester, ORDER_KERNELS, tdiff_examples=6, tdiff_profile="ci")
-    # the reference makes b_slow slow: compare with it on every machine, GPU or not
+    # the reference makes b_slow slow: compare with it on every machine, GPU or not; in-process, so
+    # the first check's wall does not include starting the workers on a busy machine
     args = ("--tdiff", "-v", "-p", "cacheprovider", "--tdiff-corpus=none", "--tdiff-repro-dir=none",
-            "--tdiff-backends=interpreter,reference")
+            "--tdiff-backends=interpreter,reference", "--tdiff-isolation=none")
     first = pytester.runpytest_subprocess(*args)
     first.assert_outcomes(passed=2)
     cache = pytester.path / ".pytest_cache" / "v" / "tdiff" / "durations"

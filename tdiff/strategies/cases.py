@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from hypothesis import event
+from hypothesis import event, reject
 from hypothesis import strategies as st
 
 from .. import dtypes, kernels
 from ..case import Case, TensorArg
 from ..errors import DeclarationError
 from .sizes import specialization
+from .tensors import TensorStrategy
 
 
 def tensor_arg(t: torch.Tensor | np.ndarray, layout: str | None = None) -> TensorArg:
@@ -58,8 +59,19 @@ def _order(strategies: Mapping[str, Any], known: set[str]) -> list[str]:
     return done
 
 
-def case_strategy(check: Any) -> st.SearchStrategy[Case]:
-    """Draw a `Case` for a check."""
+def _tensor_spec(strategy: Any) -> TensorStrategy | None:
+    if isinstance(strategy, TensorStrategy):
+        return strategy
+    return getattr(strategy, "tensor_spec", None)
+
+
+def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None) -> st.SearchStrategy[Case]:
+    """Draw a `Case` for a check.
+
+    Tensors drawn by `tst.tensors` get their dtype, shape and layout first and their values last;
+    `admit`, if given, sees the case before its values are drawn (every tensor element poison) and
+    may reject it, which costs little of a draw.
+    """
     n_configs = len(kernels.configs(check.kernel))
     indices = list(check.configs) if check.configs else list(range(n_configs))
     order = _order(check.strategies, set(check.dims))
@@ -74,14 +86,24 @@ def case_strategy(check: Any) -> st.SearchStrategy[Case]:
         for name, s in check.dims.items():
             dims[name] = env[name] = draw(_resolve(s, env))
         inputs: dict[str, Any] = {}
+        skeletons: dict[str, TensorStrategy] = {}
         for name in order:
-            inputs[name] = env[name] = _normalize(draw(_resolve(check.strategies[name], env)))
+            spec = _tensor_spec(check.strategies[name])
+            if spec is not None:
+                skeletons[name] = spec
+                inputs[name] = env[name] = spec.draw_skeleton(draw, env)
+            else:
+                inputs[name] = env[name] = _normalize(draw(_resolve(check.strategies[name], env)))
         if check.inputs is not None:
             extra = draw(check.inputs)
             if not isinstance(extra, Mapping):
                 raise DeclarationError(f"{check.id}: inputs= must draw a dict, drew {type(extra).__name__}")
             for k, v in extra.items():
                 inputs[k] = _normalize(v)
+        if admit is not None and not admit(Case(inputs=dict(inputs), config=config, dims=dims)):
+            reject()
+        for name, spec in skeletons.items():
+            inputs[name] = spec.fill(draw, inputs[name])
         for v in inputs.values():
             if isinstance(v, bool) or not isinstance(v, int):
                 continue

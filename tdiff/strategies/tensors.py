@@ -100,22 +100,32 @@ class TensorStrategy:
         env = env or {}
         return _draw_tensor(self, env)
 
+    def draw_skeleton(self, draw: st.DrawFn, env: Mapping[str, Any]) -> TensorArg:
+        """Dtype, shape and layout, with every element poison: all a launch needs to choose its
+        specialization, drawn before (and without) the values."""
+        self.validate()
+        dt = self._dtype(draw, env)
+        shape = self._shape(draw, env)
+        lay = draw_layout(draw, shape, dt.itemsize, self.layouts)
+        storage = np.repeat(poison(dt), lay.storage_size)
+        return TensorArg(dt.name, shape, lay.strides, lay.offset, storage, lay.kind)
+
+    def fill(self, draw: st.DrawFn, skeleton: TensorArg) -> TensorArg:
+        """The skeleton with values drawn for its view's elements (written into its storage)."""
+        dt, storage = skeleton.dt, skeleton.storage
+        where = np.unique(skeleton.view_index().reshape(-1))
+        vals, specials = values_of(draw, int(where.size), dt, self.values)
+        storage[where] = vals
+        aligned = "aligned" if (skeleton.offset * dt.itemsize) % 16 == 0 else "misaligned"
+        tags = (skeleton.layout, aligned, dt.name, *specials)
+        for tag in tags:
+            event(f"tdiff: {tag}")
+        return TensorArg(dt.name, skeleton.shape, skeleton.strides, skeleton.offset, storage, skeleton.layout, tags)
+
 
 @st.composite
 def _draw_tensor(draw: st.DrawFn, spec: TensorStrategy, env: Mapping[str, Any]) -> TensorArg:
-    dt = spec._dtype(draw, env)
-    shape = spec._shape(draw, env)
-    lay = draw_layout(draw, shape, dt.itemsize, spec.layouts)
-    storage = np.repeat(poison(dt), lay.storage_size)
-    probe = TensorArg(dt.name, shape, lay.strides, lay.offset, storage, lay.kind)
-    where = np.unique(probe.view_index().reshape(-1))
-    vals, specials = values_of(draw, int(where.size), dt, spec.values)
-    storage[where] = vals
-    aligned = "aligned" if (lay.offset * dt.itemsize) % 16 == 0 else "misaligned"
-    tags = (lay.kind, aligned, dt.name, *specials)
-    for tag in tags:
-        event(f"tdiff: {tag}")
-    return TensorArg(dt.name, shape, lay.strides, lay.offset, storage, lay.kind, tags)
+    return spec.fill(draw, spec.draw_skeleton(draw, env))
 
 
 def tensors(
@@ -160,4 +170,5 @@ def tensors(
     strategy.depends_on = spec.depends_on  # type: ignore[attr-defined]
     strategy.build = spec.build  # type: ignore[attr-defined]
     strategy.validate = spec.validate  # type: ignore[attr-defined]
+    strategy.tensor_spec = spec  # type: ignore[attr-defined]
     return strategy

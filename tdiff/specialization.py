@@ -1,0 +1,60 @@
+"""Which specializations a case's launches would compile, found without compiling anything.
+
+The check's launch function runs on CPU copies of the case's inputs with every kernel launch
+intercepted; each launch's arguments are classified the way Triton's JIT classifies them for its
+cache key (`native_specialize_impl`: pointer dtype and 16-byte alignment, integer width, 1 and
+divisibility by 16), with its constexprs and launch options.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import kernels
+from .case import Case
+from .plan import LaunchPlan, route_launches
+
+try:  # Triton 3.5+
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+except ImportError:  # pragma: no cover - older Triton: no dry launches, so no compile budget
+    native_specialize_impl = None
+
+LaunchKey = tuple  # (kernel name, per-parameter classes, launch options)
+
+
+def _classify(param: Any, value: Any) -> Any:
+    if param.is_constexpr:
+        return ("constexpr", repr(value))
+    return native_specialize_impl(BaseBackend, value, param.is_const, not param.do_not_specialize,
+                                  not param.do_not_specialize_on_alignment)
+
+
+def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
+    """The specialization of one launch of `jit` with these arguments."""
+    names = kernels.arg_names(jit)
+    bound = kernels.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items() if k in names})
+    bound.apply_defaults()
+    classes = tuple(_classify(p, bound.arguments[p.name]) for p in jit.params)
+    options = tuple(sorted((k, repr(v)) for k, v in kwargs.items() if k not in names))
+    return (jit.fn.__name__, classes, options)
+
+
+def launch_keys(target: Any, case: Case) -> tuple[LaunchKey, ...] | None:
+    """The keys of every launch `target.launch` makes for `case`, or None when that cannot be told
+    without running kernels (the launch function failed on CPU tensors, or this Triton is too old)."""
+    if native_specialize_impl is None:
+        return None
+    keys: list[LaunchKey] = []
+
+    def handler(jit: Any, original: Any, args: tuple, grid: Any, warmup: bool, kwargs: dict) -> None:
+        keys.append(launch_key(jit, args, kwargs))
+
+    try:
+        plan = LaunchPlan(case, "cpu")
+        kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), case.config)
+        with route_launches(handler):
+            target.launch(kernel, **plan.inputs)
+    except Exception:
+        return None
+    return tuple(keys)

@@ -72,7 +72,7 @@ class CheckResult:
     wall: float = 0.0
     pair_note: str | None = None  # why these backends (e.g. no GPU)
     budget_skipped: int = 0  # drawn cases skipped because they needed new specializations
-    budget_beyond: int = 0  # compiles past the budget, where skipping had cost more
+    budget_beyond: int = 0  # compiles past the budget (one per SKIPS_PER_COMPILE skipped draws)
 
     @property
     def failures(self) -> list[Divergence]:
@@ -218,9 +218,9 @@ class Runner:
         are found in this process while the workers run the case."""
         found = [keys] if keys is not None else []
         find = (lambda: found.append(launch_keys(check, case))) if budget.limit and not found else None
-        before = (result.compiles, result.compile_seconds)
+        before = result.compiles
         out = self.evaluate(check, case, pair, result, meanwhile=find)
-        budget.ran(found[0] if found else None, result.compiles - before[0], result.compile_seconds - before[1])
+        budget.ran(found[0] if found else None, result.compiles - before)
         return out
 
     def _search(self, check: Check, pair: tuple[str, str], result: CheckResult,

@@ -132,16 +132,9 @@ class FakeCompiling(Perturb):
 
 
 class FakeCompilingCheap(FakeCompiling):
-    """`FakeCompiling` whose compiles cost about as much as a few drawn cases: the budget both skips
-    and compiles beyond its limit."""
+    """`FakeCompiling` with quick compiles, for tests that run many."""
 
     compile_seconds = 0.01
-
-
-class FakeCompilingFast(FakeCompiling):
-    """`FakeCompiling` whose compiles cost nothing: skipping draws is never worth it."""
-
-    compile_seconds = 0.0
 
 
 class FakeCompilingWrongOnHuge(FakeCompiling):

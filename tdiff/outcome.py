@@ -121,6 +121,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     compiles: int = 0
     compile_seconds: float = 0.0
+    launch_keys: tuple | None = None  # each launch's specialization (see tdiff.specialization), where known
     device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
     # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
     returned_args: dict[str, dict] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from hypothesis import errors as herrors
 from . import corpus as corpus_mod
 from . import kernels, repro
 from .backends.base import BackendSpec, gpu_available
+from .backends.specialize import SPEC as SPECIALIZE
 from .budget import CompileBudget, layout_of
 from .case import Case
 from .compare import Comparison, compare
@@ -29,7 +30,6 @@ from .outcome import Outcome
 from .report import render, save_pictures
 from .settings import RunOptions, hypothesis_settings
 from .shrink import ShrinkInfo, shrink
-from .specialization import launch_keys
 from .strategies import case_strategy
 from .verdict import QUIET, Verdict, decide
 from .workers import InProcess, Job, Pool, shared_pool
@@ -132,20 +132,18 @@ class Runner:
     def _sampled(o: Outcome) -> bool:
         return o.trace is not None and o.trace.sampled
 
-    def run_specs(self, check: Check, case: Case, specs: Iterable[str | BackendSpec],
-                  meanwhile: Callable[[], object] | None = None) -> list[Outcome]:
-        """Run a case on each spec; `meanwhile` runs in this process while the workers do."""
+    def run_specs(self, check: Check, case: Case, specs: Iterable[str | BackendSpec]) -> list[Outcome]:
         target = self._target(check)
         jobs = [Job(target, s if isinstance(s, BackendSpec) else self.spec(check, s), case) for s in specs]
-        timeout = check.timeout or self.options.timeout
-        if meanwhile is None:
-            return self.executor.run_many(jobs, timeout)
-        return self.executor.run_many(jobs, timeout, meanwhile=meanwhile)
+        return self.executor.run_many(jobs, check.timeout or self.options.timeout)
 
     def evaluate(self, check: Check, case: Case, pair: tuple[str, str], result: CheckResult | None = None,
-                 meanwhile: Callable[[], object] | None = None) -> tuple[Comparison | None, str | None]:
-        """Run a case on both backends; (comparison, None) or (None, reason it cannot be judged)."""
-        a, b = self.run_specs(check, case, pair, meanwhile)
+                 keys: list | None = None) -> tuple[Comparison | None, str | None]:
+        """Run a case on both backends; (comparison, None) or (None, reason it cannot be judged).
+        `keys`, if given, receives the launch keys the backends reported (one tuple each)."""
+        a, b = self.run_specs(check, case, pair)
+        if keys is not None:
+            keys.extend(o.launch_keys for o in (a, b) if o.launch_keys is not None)
         if any(o.trace is not None and o.trace.sampled and o.trace.atomics for o in (a, b)):
             # atomics accumulate over every program: a sample cannot be compared, interpret them all
             full = [s if not self._sampled(o) else self.spec(check, s).with_(sample=None)
@@ -212,15 +210,23 @@ class Runner:
         compiles = any(BackendSpec.parse(s).kind not in ("interpreter", "reference") for s in pair)
         return CompileBudget(limit if compiles else None)
 
+    def predict_keys(self, check: Check, case: Case) -> tuple | None:
+        """The launch keys a case would compile, from a dry launch in a CPU worker (None: unknown)."""
+        return self.run_specs(check, case, [SPECIALIZE])[0].launch_keys
+
     def _evaluate_within(self, check: Check, case: Case, pair: tuple[str, str], result: CheckResult,
-                         budget: CompileBudget, keys: Any = None) -> tuple[Comparison | None, str | None]:
-        """`evaluate`, recording the case's launch keys and compiles in the budget; unknown keys
-        are found in this process while the workers run the case."""
-        found = [keys] if keys is not None else []
-        find = (lambda: found.append(launch_keys(check, case))) if budget.limit and not found else None
+                         budget: CompileBudget, predicted: Any = None) -> tuple[Comparison | None, str | None]:
+        """`evaluate`, recording the case's launch keys and compiles in the budget: the keys the
+        compiled backend reports, else those predicted for the case."""
+        reported: list[tuple] = []
         before = result.compiles
-        out = self.evaluate(check, case, pair, result, meanwhile=find)
-        budget.ran(found[0] if found else None, result.compiles - before)
+        out = self.evaluate(check, case, pair, result, reported if budget.limit else None)
+        if budget.limit:
+            keys = [k for ks in reported for k in ks]
+            if not reported:  # a backend that compiles but does not say what
+                predicted = predicted if predicted is not None else self.predict_keys(check, case)
+                keys = list(predicted or ())
+            budget.ran(keys, result.compiles - before)
         return out
 
     def _search(self, check: Check, pair: tuple[str, str], result: CheckResult,
@@ -233,7 +239,7 @@ class Runner:
             # past the budget, only cases reusing compiled specializations run; decided before the
             # values are drawn, once per layout (shrinking included)
             layout = layout_of(skeleton)
-            ok, keys = budget.decide(layout, lambda: launch_keys(check, skeleton))
+            ok, keys = budget.decide(layout, lambda: self.predict_keys(check, skeleton))
             if keys is not None:
                 pending["drawn"] = (layout, keys)
             return ok

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
@@ -230,10 +230,8 @@ class Pool:
             if not w.alive:
                 w.start()
 
-    def run_many(self, jobs: Sequence[Job], timeout: float,
-                 meanwhile: Callable[[], object] | None = None) -> list[Outcome]:
-        """Run jobs, each on its spec's lane; jobs of one lane run one after another.
-        `meanwhile` runs here once the first jobs are on their way."""
+    def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
+        """Run jobs, each on its spec's lane; jobs of one lane run one after another."""
         results: list[Outcome | None] = [None] * len(jobs)
         queue = list(enumerate(jobs))
         while queue:
@@ -243,9 +241,6 @@ class Pool:
                 used.add(job.spec.lane)
             for _, job in batch:
                 self.worker(job.spec.lane).submit(job)
-            if meanwhile is not None:
-                meanwhile()
-                meanwhile = None
             deadline = time.monotonic() + timeout
             for i, job in batch:
                 results[i] = self.worker(job.spec.lane).collect(job, deadline, timeout)
@@ -274,10 +269,7 @@ class Pool:
 class InProcess:
     """Runs jobs in this process: fastest, but a crash or hang takes the process down."""
 
-    def run_many(self, jobs: Sequence[Job], timeout: float,
-                 meanwhile: Callable[[], object] | None = None) -> list[Outcome]:
-        if meanwhile is not None:
-            meanwhile()
+    def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
         return [run_case(job.target, job.spec, job.case)[0] for job in jobs]
 
     def run(self, job: Job, timeout: float) -> Outcome:

@@ -116,6 +116,7 @@ class FakeCompiling(Perturb):
     delta = 0.0
     cache: set = set()
     compile_seconds = 0.25
+    reports_keys = True  # as the compiled backend does
 
     def run(self, target, case):
         import time
@@ -128,7 +129,15 @@ class FakeCompiling(Perturb):
         outcome = super().run(target, case)
         outcome.compiles = len(new)
         outcome.compile_seconds = self.compile_seconds * len(new)
+        if self.reports_keys:
+            outcome.launch_keys = launch_keys(target, case)
         return outcome
+
+
+class FakeCompilingSilent(FakeCompiling):
+    """`FakeCompiling` that does not report its launch keys, like a third-party compiling backend."""
+
+    reports_keys = False
 
 
 class FakeCompilingCheap(FakeCompiling):

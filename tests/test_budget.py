@@ -1,6 +1,8 @@
 """The compile budget: launch keys classify arguments as Triton's JIT does; past the budget, drawn
 cases needing new specializations are skipped and the search goes on among compiled ones."""
 
+import os
+
 import pytest
 import torch
 import triton
@@ -32,6 +34,22 @@ def twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @tdiff.check(launch=_launch, x=tst.tensors(ndim=1))
 @triton.jit(do_not_specialize=["n"])
 def twice_unspecialized(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+PARENT_LAUNCHES = []
+
+
+def _launch_in_workers(kernel, x):
+    if not os.environ.get("TDIFF_WORKER"):  # user code in the test process: it could take it down
+        PARENT_LAUNCHES.append(tuple(x.shape))
+    return _launch(kernel, x)
+
+
+@tdiff.check(launch=_launch_in_workers, x=tst.tensors(ndim=1, max_side=64))
+@triton.jit
+def twice_in_workers(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
 
@@ -138,15 +156,17 @@ def test_search_stays_within_the_budget_and_says_so():
     assert bounded.wall < free.wall  # skipping draws cost less than the compiles it saved (0.25 s each)
 
 
-def test_budget_with_worker_processes():
-    # the keys are found in this process while the workers run the case
+@pytest.mark.parametrize("backend", ["FakeCompiling", "FakeCompilingSilent"])
+def test_budget_with_worker_processes(backend):
+    # dry launches run in a CPU worker; a backend that does not report its keys gets predicted ones
     pool = Pool()
     try:
         opts = tdiff.RunOptions(profile="ci", max_examples=25, corpus_dir=None, repro_dir=None, max_compiles=2,
-                                backends=("tests.faulty:FakeCompiling", "interpreter"))
-        (result,) = tdiff.verify(twice, options=opts, executor=pool)
+                                backends=(f"tests.faulty:{backend}", "interpreter"))
+        (result,) = tdiff.verify(twice_in_workers, options=opts, executor=pool)
     finally:
         pool.close()
+    assert PARENT_LAUNCHES == []  # every launch, dry ones included, ran in a worker
     assert result.budget_skipped > 0 and result.cases == 25 and any("budget of 2 reached" in n for n in result.notes)
     assert result.compiles == 2 + result.budget_beyond  # the limit, and one per SKIPS_PER_COMPILE skipped draws
     assert result.budget_beyond <= result.budget_skipped // SKIPS_PER_COMPILE

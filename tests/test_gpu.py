@@ -102,23 +102,26 @@ def test_each_pool_compiles_on_its_own_gpu():
 
 
 def test_launch_keys_predict_real_compiles():
-    """The compile budget's dry launches classify arguments as Triton's JIT cache does: for every
-    suite kernel, the distinct launch keys of the cases run equal the compiles of a fresh worker."""
+    """The compile budget's dry launches (CPU tensors) classify arguments as Triton's JIT cache does:
+    for every suite kernel they equal the keys the compiled backend reports from the real launches,
+    and there are as many as a fresh worker compiled."""
     from tdiff.runner import Runner
     from tdiff.specialization import launch_keys
 
     ran = []
 
     class Recording(Runner):
-        def evaluate(self, check, case, pair, result=None, meanwhile=None):
-            ran.append(case)
-            return super().evaluate(check, case, pair, result, meanwhile)
+        def evaluate(self, check, case, pair, result=None, keys=None):
+            sink = [] if keys is None else keys
+            out = super().evaluate(check, case, pair, result, sink)
+            ran.append((case, {k for ks in sink for k in ks}))
+            return out
 
     opts = tdiff.RunOptions(profile="ci", max_examples=12, corpus_dir=None, repro_dir=None, max_compiles=0,
                             backends=("compiled", "interpreter"), shrink_budget=0, verdict=False)
     kernels = {id(p.values[0]): p.values[0] for p in _suite_checks()}
     pool = Pool()  # fresh workers: every kernel's cache starts empty
-    rows = []
+    rows, wrong = [], []
     try:
         runner = Recording(opts, pool)
         for kernel in kernels.values():
@@ -126,11 +129,15 @@ def test_launch_keys_predict_real_compiles():
             for check in tdiff.checks_of(kernel):
                 ran.clear()
                 compiles += runner.run_check(check).compiles
-                keys |= {k for c in ran for k in (launch_keys(check, c) or ())}
+                for case, reported in ran:
+                    predicted = set(launch_keys(check, case) or ())
+                    wrong += [case] if predicted != reported else []
+                    keys |= reported
             rows.append((tdiff.checks_of(kernel)[0].kernel_name, len(keys), compiles))
     finally:
         pool.close()
     print("\n(kernel, launch keys, compiles): " + ", ".join(map(str, rows)))
+    assert not wrong, wrong[:3]
     assert all(k == c for _, k, c in rows), rows
 
 

@@ -116,6 +116,10 @@ def make_backend(spec: BackendSpec | str) -> Backend:
         from .reference import ReferenceBackend
 
         return ReferenceBackend(spec)
+    if spec.kind == "specialize":  # dry launches for the compile budget, never compared
+        from .specialize import SpecializeBackend
+
+        return SpecializeBackend(spec)
     mod, _, attr = spec.kind.partition(":")
     factory = getattr(importlib.import_module(mod), attr)
     return factory(spec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from functools import lru_cache
@@ -24,6 +25,7 @@ from ..plan import (
     launch_record,
     route_launches,
 )
+from ..specialization import launch_key
 from .base import BackendSpec, Target, error_info
 
 
@@ -47,6 +49,8 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         live.add(len(outcome.launches), args, call_kwargs)
         options = {k: v for k, v in kwargs.items() if k not in names}
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
+        with contextlib.suppress(Exception):  # the keys only feed the compile budget
+            outcome.launch_keys = (*(outcome.launch_keys or ()), launch_key(jit, args, kwargs))
     before = _cache_size(jit)
     t0 = time.perf_counter()
     out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)

@@ -1,0 +1,25 @@
+"""Dry launches in a worker: which specializations a case's launches would compile, found without
+compiling (see `tdiff.specialization`). The launch function is user code, so it runs isolated
+like every backend, in a CPU worker."""
+
+from __future__ import annotations
+
+from ..case import Case
+from ..outcome import Outcome
+from ..specialization import launch_keys
+from .base import BackendSpec, Target
+
+SPEC = BackendSpec("specialize")
+
+
+class SpecializeBackend:
+    """Reports `launch_keys` (None when they cannot be told) and runs no kernel."""
+
+    def __init__(self, spec: BackendSpec | None = None) -> None:
+        self.spec = spec or SPEC
+        self.name = "specialize"
+
+    def run(self, target: Target, case: Case) -> Outcome:
+        outcome = Outcome(self.name)
+        outcome.launch_keys = launch_keys(target, case)
+        return outcome

@@ -8,6 +8,7 @@ divisibility by 16), with its constexprs and launch options.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from . import kernels
@@ -30,14 +31,19 @@ def _classify(param: Any, value: Any) -> Any:
                                   not param.do_not_specialize_on_alignment)
 
 
+def key_of(jit: Any, arguments: Mapping[str, Any], options: Mapping[str, Any]) -> LaunchKey:
+    """The specialization of one launch of `jit`: its bound arguments (defaults applied) and the
+    launch options (num_warps, ...)."""
+    classes = tuple(_classify(p, arguments[p.name]) for p in jit.params)
+    return (jit.fn.__name__, classes, tuple(sorted((k, repr(v)) for k, v in options.items())))
+
+
 def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
     """The specialization of one launch of `jit` with these arguments."""
     names = kernels.arg_names(jit)
     bound = kernels.signature(jit.fn).bind(*args, **{k: v for k, v in kwargs.items() if k in names})
     bound.apply_defaults()
-    classes = tuple(_classify(p, bound.arguments[p.name]) for p in jit.params)
-    options = tuple(sorted((k, repr(v)) for k, v in kwargs.items() if k not in names))
-    return (jit.fn.__name__, classes, options)
+    return key_of(jit, bound.arguments, {k: v for k, v in kwargs.items() if k not in names})
 
 
 def launch_keys(target: Any, case: Case) -> tuple[LaunchKey, ...] | None:

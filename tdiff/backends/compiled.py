@@ -25,7 +25,7 @@ from ..plan import (
     launch_record,
     route_launches,
 )
-from ..specialization import launch_key
+from ..specialization import key_of
 from .base import BackendSpec, Target, error_info
 
 
@@ -39,6 +39,7 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
     """Record one launch, then launch it compiled; count compiles and their time."""
     names = kernels.arg_names(jit)
     call_kwargs = {k: v for k, v in kwargs.items() if k in names}
+    bound = None
     try:
         bound = kernels.signature(jit.fn).bind(*args, **call_kwargs)
         bound.apply_defaults()
@@ -49,8 +50,9 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         live.add(len(outcome.launches), args, call_kwargs)
         options = {k: v for k, v in kwargs.items() if k not in names}
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
-        with contextlib.suppress(Exception):  # the keys only feed the compile budget
-            outcome.launch_keys = (*(outcome.launch_keys or ()), launch_key(jit, args, kwargs))
+        if bound is not None:
+            with contextlib.suppress(Exception):  # the keys only feed the compile budget
+                outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
     before = _cache_size(jit)
     t0 = time.perf_counter()
     out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)

@@ -9,35 +9,38 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus as corpus_mod
-from .declaration import _import, checks_of
+from .declaration import _import
 from .errors import CorpusError
 
 
 def _find_check(meta: dict) -> Any:
+    from .declaration import _registered
+
     k = meta["kernel"]
     file = k.get("file")
     if file and not Path(file).exists():
         file = None
     sys.path.insert(0, str(Path.cwd()))
-    mod = _import(k["module"], str(Path(file).resolve()) if file else None)
-    for obj in vars(mod).values():
-        for c in checks_of(obj):
-            if c.kernel_name == k["name"] and c.name == k.get("check", "tdiff"):
-                return c
-    raise CorpusError(f"kernel {k['name']!r} (check {k.get('check')!r}) no longer exists in {k['module']}")
+    _import(k["module"], str(Path(file).resolve()) if file else None)
+    found = _registered(k["module"], k["name"], k.get("check", "tdiff"))
+    if found is None:
+        raise CorpusError(f"kernel {k['name']!r} (check {k.get('check')!r}) is no longer declared in {k['module']}")
+    return found
 
 
 def replay(args: argparse.Namespace) -> int:
-    from .runner import CheckResult, Runner, default_pair
-    from .settings import RunOptions
+    from . import options as options_mod
+    from .runner import Runner
 
-    opts = RunOptions(isolation=args.isolation, timeout=args.timeout, corpus_dir=None,
-                      repro_dir=Path(args.repro_dir) if args.repro_dir else None, shrink_budget=0)
-    if args.backends:
-        a, b = (p.strip() for p in args.backends.split(","))
-        opts = opts.with_(backends=(a, b))
+    given = {"backends": args.backends, "isolation": args.isolation, "timeout": args.timeout,
+             "repro-dir": args.repro_dir or "none", "corpus": "none"}
+    try:
+        opts = options_mod.build(given.get, Path.cwd()).with_(shrink_budget=0)
+    except ValueError as exc:
+        print(f"tdiff replay: {exc}")
+        return 2
     runner = Runner(opts)
-    counts = {"passed": 0, "failed": 0, "error": 0, "known": 0}
+    counts = {"passed": 0, "failed": 0, "error": 0, "known": 0, "not judged": 0}
     entries = [e for p in args.paths for e in corpus_mod.all_entries(Path(p))]
     if not entries:
         print(f"tdiff replay: no corpus entries under {', '.join(args.paths)}")
@@ -49,17 +52,17 @@ def replay(args: argparse.Namespace) -> int:
             counts["error"] += 1
             print(f"ERROR   {entry.path}: {exc}")
             continue
-        pair = opts.backends or default_pair(check)[0]
-        result = CheckResult(check.id, check.item_name, pair)
-        status = runner.replay_entry(check, pair, entry, result)
+        result = runner.new_result(check)
+        status = runner.replay_entry(check, entry, result)
         counts[status] += 1
-        print(f"{status.upper():7} {entry.path} ({check.id}, {pair[0]} vs {pair[1]})")
-        if status != "passed":
-            print("\n".join("        " + line for line in result.report().splitlines()))
+        print(f"{status.upper():10} {entry.path} ({check.id}; compared: {result.compared})")
+        if status not in ("passed",):
+            text = result.report() or "\n".join(result.notes)
+            print("\n".join("        " + line for line in text.splitlines()))
     runner.executor.close()
     print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "
-          f"{counts['error']} unreadable")
-    return 0 if counts["failed"] == counts["error"] == 0 else 1
+          f"{counts['not judged']} not judged here, {counts['error']} unreadable")
+    return 0 if counts["failed"] == counts["error"] == counts["not judged"] == 0 else 1
 
 
 def info(_: argparse.Namespace) -> int:
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=run)
     p = sub.add_parser("replay", help="replay corpus entries (a corpus folder, a kernel's folder or one entry)")
     p.add_argument("paths", nargs="+")
-    p.add_argument("--backends", help="two backends, e.g. compiled,interpreter (default: as pytest --tdiff)")
+    p.add_argument("--backends", help="backends, e.g. compiled,interpreter (default: as pytest --tdiff)")
     p.add_argument("--isolation", default="process", choices=["process", "none"])
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--repro-dir", default=None, help="write reproducers of entries that still fail here")

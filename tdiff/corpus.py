@@ -21,8 +21,8 @@ import numpy as np
 
 from . import case as case_mod
 from .case import Case
-from .compare import Comparison
 from .errors import CorpusError
+from .evidence import Evidence
 from .verdict import Verdict
 
 FORMAT = 1
@@ -50,26 +50,33 @@ def _rel(path: str | None) -> str | None:
         return path
 
 
-def write(root: Path, check: Any, case: Case, cmp: Comparison, verdict: Verdict | None,
-          pair: tuple[str, str]) -> Path:
+def case_folder(check: Any, case: Case) -> Path:
+    """Where a check's case is kept, under a corpus or reproducer root: `<kernel>/<case id>`, with the
+    check's name before the id when it is not the default one."""
+    name = case.digest() if check.name == "tdiff" else f"{check.name}-{case.digest()}"
+    return Path(check.kernel_name) / name
+
+
+def write(root: Path, check: Any, case: Case, verdict: Verdict, ev: Evidence) -> Path:
     """Save a failing case under `root/<kernel>/<case-id>/`; returns the entry folder."""
     meta, arrays = case_mod.to_json(case)
+    outcomes = list(ev.outcomes.values())
     entry = {
         "format": FORMAT,
         "kernel": {"id": check.id, "module": check.module, "file": _rel(check.file), "name": check.kernel_name,
                    "check": check.name},
         "case": meta,
-        "backends": list(pair),
-        "verdict": verdict.label if verdict else None,
-        "reasons": verdict.reasons[:4] if verdict else [],
-        "summary": cmp.summary(),
-        "device": next((o.device for o in (cmp.a, cmp.b) if o.device), ""),
+        "backends": list(ev.outcomes),
+        "verdict": verdict.label,
+        "divergence": {"kind": verdict.kind, "targets": list(verdict.targets), "pair": list(verdict.pair or ())},
+        "reasons": verdict.reasons[:4],
+        "device": next((o.device for o in outcomes if o.device), ""),
         "versions": _versions(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "expect": "pass",
     }
-    folder = Path(root) / check.kernel_name
-    final = folder / case.digest()
+    final = Path(root) / case_folder(check, case)
+    folder = final.parent
     if final.exists():
         return final
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,7 +127,8 @@ class Entry:
             k = self.meta()["kernel"]
         except CorpusError:
             return True  # unreadable entries in a kernel's folder are reported by that kernel's checks
-        return k.get("name") == check.kernel_name and k.get("check", "tdiff") == check.name
+        return (k.get("name") == check.kernel_name and k.get("check", "tdiff") == check.name
+                and k.get("module", check.module) == check.module)
 
     def load_case(self, check: Any = None) -> Case:
         meta = self.meta()

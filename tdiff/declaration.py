@@ -29,7 +29,11 @@ SETTINGS = (
 
 @dataclass
 class Check:
-    """One `@tdiff.check` on one kernel."""
+    """One `@tdiff.check` on one kernel.
+
+    `module` and `file` are where the check was declared, which need not be where the kernel is
+    defined (a check in a test module on a kernel from an installed library).
+    """
 
     kernel: Any
     launch: Callable[..., Any]
@@ -38,8 +42,6 @@ class Check:
     name: str
     module: str
     file: str | None
-    attr: str
-    index: int
     inputs: Any = None  # a strategy drawing a dict of inputs
     dims: dict[str, Any] = field(default_factory=dict)
     tolerance: Any = None
@@ -52,6 +54,7 @@ class Check:
     configs: tuple[int, ...] | None = None
     marks: tuple[Any, ...] = ()
     max_compiles: int | None = None
+    origin: int = 0  # identity of the declaring module's namespace (tells a re-import from a duplicate)
 
     @property
     def kernel_name(self) -> str:
@@ -67,7 +70,7 @@ class Check:
         return f"{self.kernel_name}[{self.name}]"
 
     def ref(self) -> TargetRef:
-        return TargetRef(self.module, self.file, self.attr, self.kernel_name, self.index, self.name)
+        return TargetRef(self.module, self.file, self.kernel_name, self.name)
 
     def input_names(self) -> list[str]:
         return list(self.strategies)
@@ -76,27 +79,43 @@ class Check:
         return f"<tdiff check {self.id}>"
 
 
+#: every check declared in this process, by (declaring module, kernel name, check name)
+_REGISTRY: dict[tuple[str, str, str], Check] = {}
+
+
+def _registered(module: str, kernel: str, name: str) -> Check | None:
+    found = _REGISTRY.get((module, kernel, name))
+    if found is None and module == "__main__":  # a script, re-imported in a worker under another name
+        found = _REGISTRY.get(("__tdiff_main__", kernel, name))
+    return found
+
+
 @dataclass(frozen=True)
 class TargetRef:
-    """Finds a check again in another process: module (and file), kernel attribute, check index."""
+    """Finds a check again in another process: the module that declared it (and its file), the
+    kernel's name and the check's name."""
 
     module: str
     file: str | None
-    attr: str
     kernel: str
-    index: int
     name: str = "tdiff"
 
     def resolve(self) -> Check:
-        mod = _import(self.module, self.file)
-        candidates = [getattr(mod, self.attr, None), *vars(mod).values()]
-        for obj in candidates:
-            for c in checks_of(obj):
-                if c.name == self.name and c.kernel_name == self.kernel:
-                    return c
-        raise LookupError(f"check {self.name!r} of kernel {self.kernel!r} not found in {self.module}: worker "
-                          "processes import kernels by module, so define them at module level (or run with "
-                          "isolation='none' / --tdiff-isolation none)")
+        found = _registered(self.module, self.kernel, self.name)
+        if found is None:
+            _import(self.module, self.file)
+            found = _registered(self.module, self.kernel, self.name)
+        if found is None:
+            raise LookupError(
+                f"check {self.name!r} of kernel {self.kernel!r} was not declared when {self.module} was imported: "
+                "worker processes import the module that declares a check, so declare checks at module level "
+                "(or run with isolation='none' / --tdiff-isolation none)")
+        return found
+
+
+def declared_in(module: str) -> list[Check]:
+    """The checks a module declared, in declaration order."""
+    return [c for (m, _, _), c in _REGISTRY.items() if m == module]
 
 
 def _import(module: str, file: str | None) -> Any:
@@ -130,22 +149,24 @@ def _load_file(module: str, file: str) -> Any:
 
 
 def checks_of(obj: Any) -> list[Check]:
-    """The checks declared on a kernel object (empty for anything else)."""
-    try:
-        return list(getattr(obj, CHECKS_ATTR, None) or [])
-    except Exception:
+    """The checks declared on a kernel object (empty for anything that is not a kernel)."""
+    if not kernels.is_kernel(obj):
         return []
+    found = getattr(obj, CHECKS_ATTR, None)
+    if found is None:
+        return []
+    if not isinstance(found, list) or not all(isinstance(c, Check) for c in found):
+        raise DeclarationError(f"{CHECKS_ATTR} of {obj!r} is not a list of tdiff checks")
+    return list(found)
 
 
-def _where(kernel: Any) -> tuple[str, str | None, str]:
-    jit = kernels.jit_function(kernel)
-    fn = jit.fn
-    module = fn.__module__
-    try:
-        file = inspect.getsourcefile(fn)
-    except TypeError:
-        file = None
-    return module, file, fn.__name__
+def _declaring_module(depth: int) -> tuple[str, str | None, int]:
+    """The module (its name, file and namespace identity) of the code `depth` frames up: where a
+    check is declared."""
+    frame = sys._getframe(depth + 1)
+    g = frame.f_globals
+    file = g.get("__file__")
+    return g.get("__name__", "__main__"), (os.path.abspath(file) if file else None), id(g)
 
 
 def _accepts(fn: Callable, names: list[str], skip_first: bool) -> tuple[list[str], list[str]]:
@@ -205,14 +226,16 @@ def check(
     choices (e.g. constexpr values) or a constant.
     """
 
+    module, file, origin = _declaring_module(1)
+
     def decorate(kernel: K) -> K:
         if not kernels.is_kernel(kernel):
             raise DeclarationError(
                 f"@tdiff.check must decorate a @triton.jit kernel (outermost, above @triton.autotune / "
                 f"@triton.heuristics); got {type(kernel).__name__}"
             )
-        module, file, kname = _where(kernel)
-        where = f"@tdiff.check on kernel `{kname}` ({module})"
+        kname = kernels.kernel_name(kernel)
+        where = f"@tdiff.check on kernel `{kname}` (declared in {module})"
         if not callable(launch):
             raise DeclarationError(f"{where}: launch must be a callable launch(kernel, **inputs)")
         if reference is not None and not callable(reference):
@@ -277,21 +300,26 @@ def check(
             if out not in known and not out.startswith("returned") and inputs is None:
                 raise DeclarationError(f"{where}: tolerances names `{out}`, which is not an input or 'returned'")
         existing = checks_of(kernel)
-        cname = name or ("tdiff" if not existing else f"tdiff-{len(existing) + 1}")
-        if any(c.name == cname for c in existing):
+        mine = [c for c in existing if c.module == module]  # names are unique per declaring module
+        cname = name or ("tdiff" if not mine else f"tdiff-{len(mine) + 1}")
+        previous = next((c for c in mine if c.name == cname), None)
+        if previous is not None and previous.origin == origin:
             raise DeclarationError(f"{where}: two checks named {cname!r}; give each a distinct name=")
+        if previous is not None:  # the declaring module was imported again (a reload): the new check replaces it
+            existing = [x for x in existing if x is not previous]
         c = Check(
             kernel=kernel, launch=launch, reference=reference, strategies=strats, name=cname, module=module,
-            file=file, attr=kname, index=len(existing), inputs=inputs, dims=dict(dims or {}),
+            file=file, inputs=inputs, dims=dict(dims or {}),
             tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
             timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
             backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
-            marks=tuple(marks), max_compiles=max_compiles,
+            marks=tuple(marks), max_compiles=max_compiles, origin=origin,
         )
         try:
             setattr(kernel, CHECKS_ATTR, [*existing, c])
         except AttributeError as exc:  # pragma: no cover
             raise DeclarationError(f"{where}: cannot attach a check to {type(kernel).__name__}") from exc
+        _REGISTRY[(module, kname, cname)] = c
         return kernel
 
     return decorate

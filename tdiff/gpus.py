@@ -17,31 +17,47 @@ from functools import lru_cache
 from pathlib import Path
 
 
+class GPUError(RuntimeError):
+    """A CUDA driver is installed but unusable: tdiff will not quietly run without the GPU."""
+
+
+CUDA_NO_DEVICE = 100
+_CUDA_ERRORS = {3: "not initialized", 35: "insufficient driver", 46: "devices unavailable",
+                100: "no device", 101: "invalid device", 802: "system not ready",
+                803: "system driver mismatch", 804: "compat not supported on device", 999: "unknown"}
+
+
 def device_count() -> int:
-    """CUDA GPUs visible to this process (0 without a CUDA build of torch or a driver)."""
+    """CUDA GPUs visible to this process: 0 without a CUDA build of torch, without a driver, or with
+    CUDA_VISIBLE_DEVICES empty. Raises `GPUError` where a driver is present but fails."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
     torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "cuda"):
-        try:
-            return torch.cuda.device_count() if torch.cuda.is_available() else 0
-        except Exception:
-            return 0
-    return _probe(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if torch is not None and hasattr(torch, "cuda") and torch.cuda.is_available():
+        return torch.cuda.device_count()
+    return _probe(visible)
 
 
 @lru_cache(maxsize=8)
 def _probe(visible: str | None) -> int:
-    if visible is not None and visible.strip() in ("", "-1"):
-        return 0
     if not torch_has_cuda():
         return 0
     try:
         lib = ctypes.CDLL("libcuda.so.1")
-        count = ctypes.c_int(0)
-        if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
-            return 0
-        return int(count.value)
-    except (OSError, AttributeError):
+    except OSError:
+        return 0  # a CUDA build of torch on a machine without a GPU driver
+    count = ctypes.c_int(0)
+    err = lib.cuInit(0)
+    if err == CUDA_NO_DEVICE:
         return 0
+    if err == 0:
+        err = lib.cuDeviceGetCount(ctypes.byref(count))
+    if err != 0:
+        raise GPUError(f"a CUDA driver is installed but unusable (cuInit/cuDeviceGetCount: error {err}, "
+                       f"{_CUDA_ERRORS.get(err, 'see cudaError_enum')}): fix the install, or set "
+                       "CUDA_VISIBLE_DEVICES= to run without the GPU")
+    return int(count.value)
 
 
 def torch_has_cuda() -> bool:
@@ -58,3 +74,14 @@ def torch_has_cuda() -> bool:
         return False
     m = re.search(r"^cuda\b[^=\n]*=\s*(.+)$", text, re.M)
     return m is not None and m.group(1).strip() not in ("None", "''", '""')
+
+
+def gpu_for_worker(worker: int) -> int | None:
+    """The GPU an xdist worker (gw<worker>) is pinned to, round-robin, without initializing CUDA here;
+    None without GPUs."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v for v in visible.split(",") if v.strip()]
+        return int(ids[worker % len(ids)]) if ids and all(i.strip().isdigit() for i in ids) else None
+    n = device_count()
+    return worker % n if n else None

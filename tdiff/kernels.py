@@ -8,14 +8,19 @@ from functools import lru_cache
 from typing import Any
 
 from triton.runtime.autotuner import Autotuner, Config, Heuristics
+from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction, KernelInterface
+
+#: innermost kernel objects: `@triton.jit` makes an InterpretedFunction when TRITON_INTERPRET=1 is set
+LEAVES = (JITFunction, InterpretedFunction)
 
 
 def layers(kernel: Any) -> tuple[list[Any], JITFunction]:
-    """The wrapping layers (outermost first) and the innermost JITFunction."""
+    """The wrapping layers (outermost first) and the innermost JITFunction (or InterpretedFunction,
+    in a process started with TRITON_INTERPRET=1)."""
     out: list[Any] = []
     k = kernel
-    while not isinstance(k, JITFunction):
+    while not isinstance(k, LEAVES):
         if isinstance(k, (Autotuner, Heuristics)) or (isinstance(k, KernelInterface) and hasattr(k, "fn")):
             out.append(k)
             k = k.fn
@@ -25,11 +30,18 @@ def layers(kernel: Any) -> tuple[list[Any], JITFunction]:
 
 
 def is_kernel(obj: Any) -> bool:
+    if not isinstance(obj, (KernelInterface, *LEAVES)):
+        return False
     try:
         layers(obj)
     except (TypeError, AttributeError):
         return False
     return True
+
+
+def interpreted_at_import(kernel: Any) -> bool:
+    """Whether the kernel was made under TRITON_INTERPRET=1 (it cannot be compiled in this process)."""
+    return isinstance(layers(kernel)[1], InterpretedFunction)
 
 
 def jit_function(kernel: Any) -> JITFunction:

@@ -6,6 +6,7 @@ Plain data only, so outcomes cross process boundaries and can be compared anywhe
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,18 +38,36 @@ class ReturnedTensor:
     values: np.ndarray
 
 
+class Opaque:
+    """A returned object that is not data (e.g. the CompiledKernel handle a launch returns): it
+    counts as returning nothing."""
+
+    def __init__(self, what: str = "") -> None:
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"<{self.what or 'not data'}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque)
+
+    __hash__ = object.__hash__
+
+
 @dataclass
 class ErrorInfo:
     """Why a backend produced no outcome.
 
-    kind: "exception", "crash" (the worker died), "timeout", "limitation" (the interpreter
-    does not support a feature) or "setup" (tdiff could not run the case).
+    kind: "exception", "crash" (the worker died), "timeout", "cuda" (the GPU context failed),
+    "limitation" (a known gap of Triton's interpreter, see `tdiff.limitations`) or "setup" (tdiff
+    could not run the case).
     """
 
     kind: str
     message: str
     where: str = ""
     details: str = ""
+    limitation: str = ""  # for kind "limitation": the name of the known interpreter gap (tdiff.limitations)
 
     def summary(self) -> str:
         loc = f" at {self.where}" if self.where else ""
@@ -91,6 +110,23 @@ class UBEvent:
 
 
 @dataclass
+class Race:
+    """Two programs of one launch touched the same element without atomics, one of them writing.
+
+    `first` and `second` are linear program ids; `index` the storage element of `target` (an input
+    name, or a tensor `launch` allocated), `count` the elements with such conflicts."""
+
+    target: str
+    kind: str
+    index: int
+    first: int
+    second: int
+    launch: int
+    count: int
+    line: str = ""
+
+
+@dataclass
 class Trace:
     """What the instrumented interpreter recorded during a run."""
 
@@ -104,6 +140,16 @@ class Trace:
     programs_run: list[tuple[int, int, int]] = field(default_factory=list)
     sampled: bool = False
     atomics: bool = False
+    shims: Counter = field(default_factory=Counter)  # shim name -> uses (see tdiff.backends.shims)
+    # per input name or returned path, like `writers`: see tdiff.backends.dataflow
+    scales: dict[str, np.ndarray] = field(default_factory=dict)  # dataflow magnitude of each element
+    overflow: dict[str, np.ndarray] = field(default_factory=dict)  # an overflow upstream of the element
+    edges: dict[str, np.ndarray] = field(default_factory=dict)  # inputs near the dtype's limits fed it
+    races: list[Race] = field(default_factory=list)
+    sync: list[str] = field(default_factory=list)  # how programs synchronize: "atomic_cas", "atomic_xchg", ...
+    empty_launches: int = 0  # launches whose grid had no program
+    # tensors `launch` allocated that the kernel wrote: (label, elements written, returned or read back)
+    scratch: list[tuple[str, int, bool]] = field(default_factory=list)
 
 
 @dataclass

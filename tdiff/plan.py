@@ -13,7 +13,7 @@ import torch
 
 from . import dtypes
 from .case import Case, TensorArg
-from .outcome import CANARY, GUARD_BYTES, LaunchRecord, ReturnedTensor, StorageOutcome
+from .outcome import CANARY, GUARD_BYTES, LaunchRecord, Opaque, ReturnedTensor, StorageOutcome
 
 
 @dataclass
@@ -166,7 +166,7 @@ def capture_returned(value: Any) -> Any:
         return {k: capture_returned(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
         return ReturnedTensor(str(value.dtype), tuple(value.shape), value.copy())
-    return None  # e.g. the CompiledKernel handle a launch returns: not data
+    return Opaque(type(value).__name__)  # e.g. the CompiledKernel handle a launch returns: not data
 
 
 def _set_deterministic(mode: bool, warn_only: bool) -> None:
@@ -242,19 +242,26 @@ class LiveArgs:
             if isinstance(v, torch.Tensor):
                 self.items.append((launch, k, v))
 
-    def locate(self, returned: Any, path: str = "returned") -> dict[str, dict]:
+    def locate(self, returned: Any, plan: LaunchPlan | None = None, path: str = "returned") -> dict[str, dict]:
+        """Where each returned tensor lives: a view of a case input (`input`: its name, offset in
+        its storage), or of a tensor passed to a launch (`launch`, `arg`: the argument's key)."""
         out: dict[str, dict] = {}
         if isinstance(returned, torch.Tensor):
             ptr = returned.untyped_storage().data_ptr()
+            where = {"shape": list(returned.shape), "strides": list(returned.stride())}
+            for name, alloc in (plan.allocations.items() if plan is not None else ()):
+                if alloc.buffer.untyped_storage().data_ptr() == ptr and alloc.view.dtype == returned.dtype:
+                    offset = returned.storage_offset() - GUARD_BYTES // returned.element_size()
+                    out[path] = {"input": name, "offset": int(offset), **where}
+                    return out
             for launch, key, t in self.items:
                 if t.untyped_storage().data_ptr() == ptr:
-                    out[path] = {"launch": launch, "arg": key, "offset": int(returned.storage_offset()),
-                                 "shape": list(returned.shape), "strides": list(returned.stride())}
+                    out[path] = {"launch": launch, "arg": key, "offset": int(returned.storage_offset()), **where}
                     break
         elif isinstance(returned, (tuple, list)):
             for i, v in enumerate(returned):
-                out.update(self.locate(v, f"{path}[{i}]"))
+                out.update(self.locate(v, plan, f"{path}[{i}]"))
         elif isinstance(returned, Mapping):
             for k, v in returned.items():
-                out.update(self.locate(v, f"{path}[{k!r}]"))
+                out.update(self.locate(v, plan, f"{path}[{k!r}]"))
         return out

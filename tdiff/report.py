@@ -10,6 +10,7 @@ import numpy as np
 
 from .case import Case
 from .compare import Comparison, Mismatch
+from .evidence import Evidence
 from .outcome import Outcome
 from .verdict import Verdict
 
@@ -41,7 +42,7 @@ def _programs(m: Mismatch, grid: tuple[int, int, int] | None) -> str:
 
 
 def describe_mismatch(m: Mismatch, a: str, b: str, grid: tuple[int, int, int] | None) -> list[str]:
-    if m.kind != "values":
+    if m.kind != "values" or not m.total:
         return [f"  - {m.message}"]
     lines = [f"  - `{m.target}`: {m.count} of {m.total} elements differ ({100 * m.share:.3g}%), "
              f"tolerance {m.tolerance}"]
@@ -58,32 +59,49 @@ def describe_mismatch(m: Mismatch, a: str, b: str, grid: tuple[int, int, int] | 
     return lines
 
 
-def render(check_id: str, case: Case, cmp: Comparison, verdict: Verdict | None = None,
-           extra: list[str] | None = None) -> str:
-    a, b = cmp.a, cmp.b
-    grid = a.grid() or b.grid()
-    lines = [f"tdiff: {a.backend} and {b.backend} disagree on {check_id}"]
-    if verdict is not None:
-        lines.append(f"  verdict: {verdict.label}")
-        lines += [f"    {r}" for r in verdict.reasons[:6]]
+def _comparisons(ev: Evidence, verdict: Verdict) -> list[Comparison]:
+    """The comparisons to show: the verdict's pair first, then other diverging pairs."""
+    out: list[Comparison] = []
+    if verdict.pair is not None:
+        p = ev.pair(*verdict.pair)
+        if p is not None and p.comparison is not None and not p.comparison.ok:
+            out.append(p.comparison)
+    for p in ev.pairs:
+        if p.comparison is not None and not p.comparison.ok and p.comparison not in out:
+            out.append(p.comparison)
+    return out
+
+
+def render(check_id: str, case: Case, verdict: Verdict, ev: Evidence, extra: list[str] | None = None) -> str:
+    """The report of one failing case: verdict, case, opinions, what differs and where."""
+    outcomes = list(ev.outcomes.values())
+    grid = next((o.grid() for o in outcomes if o.grid()), None)
+    lines = [f"tdiff: {verdict.label} on {check_id}"]
+    lines += [f"    {r}" for r in verdict.reasons[:6]]
     lines.append(f"  case: {case.describe()}")
     if grid is not None:
-        launches = a.launches or b.launches
+        launches = next((o.launches for o in outcomes if o.launches), [])
         lines.append(f"  grid: {grid}" + (f" ({len(launches)} launches)" if len(launches) > 1 else ""))
-    lines.append(f"  backends: {_backend_line(a)} vs {_backend_line(b)}")
-    for o in (a, b):
+    lines.append("  opinions: " + ", ".join(_backend_line(o) for o in outcomes))
+    for o in outcomes:
         if o.trace is not None and o.trace.sampled and grid is not None:
             shown = ", ".join(str(p) for p in o.trace.programs_run[:12])
             more = " ..." if len(o.trace.programs_run) > 12 else ""
             lines.append(f"  {o.backend} interpreted {len(o.trace.programs_run)} of {grid[0] * grid[1] * grid[2]} "
-                         f"programs: {shown}{more}; only what they wrote is compared")
-    for m in cmp.mismatches:
-        lines += describe_mismatch(m, a.backend, b.backend, grid)
-    for o in (a, b):
+                         f"programs: {shown}{more}; only what they wrote is compared with it")
+    if verdict.kind == "values":
+        for cmp in _comparisons(ev, verdict)[:2]:
+            lines.append(f"  {cmp.a.backend} vs {cmp.b.backend}:")
+            for m in cmp.mismatches:
+                lines += describe_mismatch(m, cmp.a.backend, cmp.b.backend, grid)
+    for o in outcomes:
         if o.error is not None and o.error.details and o.error.kind in ("crash", "timeout", "cuda"):
             tail = o.error.details.strip().splitlines()[-8:]
             lines.append(f"  {o.backend} output (last lines):")
             lines += [f"      {t}" for t in tail]
+    for key, o in ev.extra.items():
+        lines.append(f"  rerun {key}: " + (f"failed: {o.error.summary()}" if o.error else f"{o.seconds * 1e3:.1f} ms"))
+    lines += [f"  note: {text}" for _, text in verdict.notes[:4]]
     lines += [f"  {e}" for e in (extra or [])]
     return "\n".join(lines)
 
@@ -117,9 +135,9 @@ def mismatch_picture(mask: np.ndarray, path: Path, max_pixels: int = 512) -> Pat
     return path
 
 
-def save_pictures(cmp: Comparison, folder: Path) -> list[Path]:
+def save_pictures(comparisons: list[Comparison], folder: Path) -> list[Path]:
     out = []
-    for m in cmp.mismatches:
+    for m in (m for cmp in comparisons[:1] for m in cmp.mismatches):
         if m.kind == "values" and m.mask is not None and m.mask.ndim == 2:
             name = "".join(c if c.isalnum() or c in "._-" else "_" for c in m.target)
             p = mismatch_picture(m.mask, folder / f"{name}.png")

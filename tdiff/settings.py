@@ -27,7 +27,7 @@ def default_profile() -> str:
 class RunOptions:
     """How a run draws, executes, judges and records cases."""
 
-    backends: tuple[str, str] | None = None  # None: compiled vs interpreter with a GPU, else interpreter vs reference
+    backends: tuple[str, ...] | None = None  # None: compiled and interpreter with a GPU, the interpreter without
     profile: str = field(default_factory=default_profile)
     max_examples: int | None = None
     seed: int | None = None

@@ -1,8 +1,8 @@
-"""Shrinking beyond hypothesis: contiguous layouts, zeroed values, and the programs that matter.
+"""Shrinking beyond hypothesis: contiguous layouts and zeroed values, while the case still fails
+the same way (the same kind of divergence on the same targets), within a time budget.
 
-Hypothesis has already shrunk the draw (shapes, dtypes, specials). Here the concrete case is
-reduced further while it still diverges the same way (a mismatch of the same kind on the same
-output), within a time budget.
+Hypothesis has already shrunk the draw (shapes, dtypes, specials); here the concrete case is
+reduced further.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .case import Case, TensorArg, contiguous_strides
-from .compare import Comparison
+from .evidence import Evidence
+from .verdict import Verdict
 
-Evaluate = Callable[[Case], "Comparison | None"]
+Judge = Callable[[Case], "tuple[Verdict, Evidence]"]
 
 
 @dataclass
@@ -27,7 +28,6 @@ class ShrinkInfo:
     steps: list[str] = field(default_factory=list)
     evaluations: int = 0
     out_of_time: bool = False
-    programs: list[int] = field(default_factory=list)  # linear ids of the programs that wrote mismatches
 
     def describe(self) -> str:
         b, a = self.before, self.after
@@ -40,18 +40,24 @@ class ShrinkInfo:
         return text + ")"
 
 
-def signature(cmp: Comparison) -> set[tuple[str, str]]:
-    return {(m.kind, m.target) for m in cmp.mismatches}
+def same_failure(got: Verdict, want: Verdict) -> bool:
+    """The same kind of divergence on (some of) the same targets."""
+    if not got.failed or got.kind != want.kind:
+        return False
+    return not want.targets or bool(set(got.targets) & set(want.targets))
 
 
-def _programs(cmp: Comparison) -> int:
-    g = cmp.a.grid() or cmp.b.grid()
-    return g[0] * g[1] * g[2] if g else 0
+def _programs(ev: Evidence) -> int:
+    for o in ev.outcomes.values():
+        g = o.grid()
+        if g:
+            return g[0] * g[1] * g[2]
+    return 0
 
 
-def _size(case: Case, cmp: Comparison) -> tuple[int, int, int]:
+def _size(case: Case, ev: Evidence) -> tuple[int, int, int]:
     t = case.tensors()
-    return len(t), sum(x.numel for x in t.values()), _programs(cmp)
+    return len(t), sum(x.numel for x in t.values()), _programs(ev)
 
 
 def contiguous(arg: TensorArg) -> TensorArg:
@@ -68,22 +74,19 @@ def zero(arg: TensorArg, positions: np.ndarray) -> TensorArg:
     return arg.with_values(vals.reshape(arg.shape))
 
 
-def shrink(case: Case, cmp: Comparison, evaluate: Evaluate,
-           budget: float = 60.0) -> tuple[Case, Comparison, ShrinkInfo]:
-    """Reduce `case` while `evaluate(case)` still diverges like `cmp`; stop after `budget` seconds."""
+def shrink(case: Case, verdict: Verdict, evidence: Evidence, judge: Judge,
+           budget: float = 60.0) -> tuple[Case, Verdict, Evidence, ShrinkInfo]:
+    """Reduce `case` while `judge(case)` still fails like `verdict`; stop after `budget` seconds."""
     t0 = time.perf_counter()
-    info = ShrinkInfo(_size(case, cmp), _size(case, cmp), 0.0)
-    want = signature(cmp)
+    info = ShrinkInfo(_size(case, evidence), _size(case, evidence), 0.0)
 
-    def attempt(candidate: Case) -> Comparison | None:
+    def attempt(candidate: Case) -> tuple[Verdict, Evidence] | None:
         if time.perf_counter() - t0 > budget:
             info.out_of_time = True
             return None
         info.evaluations += 1
-        got = evaluate(candidate)
-        if got is not None and not got.ok and signature(got) & want:
-            return got
-        return None
+        got = judge(candidate)
+        return got if same_failure(got[0], verdict) else None
 
     # 1. layouts: contiguous wherever that still fails
     for name, arg in case.tensors().items():
@@ -92,7 +95,7 @@ def shrink(case: Case, cmp: Comparison, evaluate: Evaluate,
         candidate = Case({**case.inputs, name: contiguous(arg)}, case.config, case.dims)
         got = attempt(candidate)
         if got is not None:
-            case, cmp = candidate, got
+            case, (verdict, evidence) = candidate, got
             info.steps.append(f"`{name}` made contiguous")
     # 2. values: zero everything that does not matter, in halving chunks
     for name in list(case.tensors()):
@@ -113,14 +116,13 @@ def shrink(case: Case, cmp: Comparison, evaluate: Evaluate,
                 candidate = Case({**case.inputs, name: zero(arg, pos)}, case.config, case.dims)
                 got = attempt(candidate)
                 if got is not None:
-                    case, cmp = candidate, got
+                    case, (verdict, evidence) = candidate, got
                     zeroed += int(pos.size)
             if chunk == 1 or info.evaluations > 200:
                 break
             chunk = max(1, chunk // 2)
         if zeroed:
             info.steps.append(f"{zeroed} value(s) of `{name}` zeroed")
-    info.after = _size(case, cmp)
-    info.programs = sorted({p for m in cmp.mismatches for p, _ in m.programs if p >= 0})
+    info.after = _size(case, evidence)
     info.seconds = time.perf_counter() - t0
-    return case, cmp, info
+    return case, verdict, evidence, info

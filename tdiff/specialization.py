@@ -13,7 +13,8 @@ from typing import Any
 
 from . import kernels
 from .case import Case
-from .plan import LaunchPlan, route_launches
+from .outcome import LaunchRecord
+from .plan import LaunchPlan, deterministic_empty, grid3, launch_record, route_launches
 
 try:  # Triton 3.5+
     from triton._C.libtriton import native_specialize_impl
@@ -46,21 +47,41 @@ def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
     return key_of(jit, bound.arguments, {k: v for k, v in kwargs.items() if k not in names})
 
 
-def launch_keys(target: Any, case: Case) -> tuple[LaunchKey, ...] | None:
-    """The keys of every launch `target.launch` makes for `case`, or None when that cannot be told
-    without running kernels (the launch function failed on CPU tensors, or this Triton is too old)."""
-    if native_specialize_impl is None:
-        return None
+def dry_launches(target: Any, case: Case) -> tuple[tuple[LaunchKey, ...] | None, list[LaunchRecord]]:
+    """Run `target.launch` on CPU copies of the case's inputs with every kernel launch intercepted
+    (no kernel runs): the launches' keys (None when they cannot be told: the launch function failed
+    on CPU tensors, or this Triton is too old) and their records."""
     keys: list[LaunchKey] = []
+    records: list[LaunchRecord] = []
+    plan = None
 
     def handler(jit: Any, original: Any, args: tuple, grid: Any, warmup: bool, kwargs: dict) -> None:
-        keys.append(launch_key(jit, args, kwargs))
+        if warmup:
+            return
+        names = kernels.arg_names(jit)
+        call = {k: v for k, v in kwargs.items() if k in names}
+        options = {k: v for k, v in kwargs.items() if k not in names}
+        try:
+            bound = kernels.signature(jit.fn).bind(*args, **call)
+            bound.apply_defaults()
+            g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
+        except Exception:
+            g = (0, 0, 0)
+        records.append(launch_record(jit, g, args, call, plan, options))
+        if native_specialize_impl is not None:
+            keys.append(launch_key(jit, args, kwargs))
 
     try:
         plan = LaunchPlan(case, "cpu")
         kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), case.config)
-        with route_launches(handler):
+        with deterministic_empty(), route_launches(handler):
             target.launch(kernel, **plan.inputs)
     except Exception:
-        return None
-    return tuple(keys)
+        return None, records
+    return (tuple(keys) if native_specialize_impl is not None else None), records
+
+
+def launch_keys(target: Any, case: Case) -> tuple[LaunchKey, ...] | None:
+    """The keys of every launch `target.launch` makes for `case`, or None when that cannot be told
+    without running kernels (the launch function failed on CPU tensors, or this Triton is too old)."""
+    return dry_launches(target, case)[0]

@@ -1,57 +1,90 @@
-"""Verdicts: which side of a divergence is wrong, and why.
+"""Verdicts: given all the evidence about one case, did it pass, and if not, which side is wrong
+and why. `decide` only decides; when it needs more evidence (a rerun) it says which, and the runner
+runs it and asks again.
 
-Evidence is gathered by running more backends on the same case: the interpreter with its
-programs in another order (races between programs), the compiled backend again
-(nondeterminism), and a third opinion (the user's reference, or the interpreter in float64 on
-upcast inputs) to decide which side is closer to the truth, as PyTorch's accuracy checker does:
-a side is judged wrong when its RMSE to the truth exceeds twice (three times for half types)
-the other side's.
+Order of judgement:
+1. errors: a backend that raised, crashed or hung fails the case (a known interpreter limitation
+   with the other side clean only sets its pair aside);
+2. what one outcome broke on its own (`tdiff.integrity`): the kernel never launched, out of
+   bounds, writes outside its view, undefined behaviour, a data race, results nobody compared;
+3. structure: the launch and the reference return different things;
+4. values, using every opinion: with the compiled backend, the interpreter and a reference, a
+   difference both backends share is a kernel bug; a difference between the backends is blamed on
+   the side the reference disagrees with. Without a reference, the interpreter in float64 on
+   upcast inputs is the third opinion, and a side is wrong when its RMSE to it is more than twice
+   (three times for half types) the other's. Before blaming a backend, a final verdict reruns the
+   compiled backend (nondeterminism) and the interpreter in other program orders (races).
+
+`undecided` (the backends differ, and each is within tolerance of the third opinion) passes with a
+note: tolerances are not transitive, and neither side is shown wrong. Without any third opinion
+(the float64 run failed) it fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import dtypes
-from .case import Case
-from .compare import Comparison, compare, input_scale, reduction_factor, value_mismatch, view_values
-from .outcome import Outcome, returned_at
+from .classify import DISCARD, FAIL, describe_discard, kind_of
+from .compare import Comparison, Rules, coarse_scale, value_mismatch
+from .evidence import Evidence, Pair
+from .integrity import GAP, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
+from .integrity import RACE as RACE_FINDING
+from .outcome import Outcome
+from .targets import view
 from .tolerance import Tolerance
 
+PASSED = "passed"
+NOT_JUDGED = "not judged"
 COMPILED_WRONG = "compiled wrong"
 INTERPRETER_WRONG = "interpreter wrong"
 BOTH_WRONG = "both wrong"
+KERNEL_BUG = "kernel bug"
 UNDECIDED = "undecided"
 NONDETERMINISTIC = "nondeterministic"
 RACE = "race between programs"
 OUT_OF_BOUNDS = "out of bounds"
+OUTSIDE_VIEW = "writes outside its view"
 UNDEFINED = "undefined behaviour"
-LIMITATION = "interpreter limitation"
+UNOBSERVED_RESULT = "unobserved result"
+NEVER_LAUNCHED = "kernel never launched"
+STRUCTURE = "structure mismatch"
 BOTH_FAILED = "both failed"
 VS_REFERENCE = "disagrees with reference"
 
-#: verdicts that never fail a run: the interpreter cannot run the case
-QUIET = {LIMITATION}
+#: integrity finding kinds, in the order they are judged, and their verdicts
+INTEGRITY = ((UNLAUNCHED, NEVER_LAUNCHED), (OOB, OUT_OF_BOUNDS), (GUARD, OUT_OF_BOUNDS), (GAP, OUTSIDE_VIEW),
+             (UB, UNDEFINED), (RACE_FINDING, RACE), (UNWRITTEN, UNOBSERVED_RESULT), (UNOBSERVED, UNOBSERVED_RESULT))
 
 
 @dataclass
 class Verdict:
     label: str
     reasons: list[str] = field(default_factory=list)
-    extra: dict[str, Outcome] = field(default_factory=dict)  # outcomes of the reruns, by label
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (kind, text): what passed with a caveat
+    needs: tuple[str, ...] = ()  # reruns to gather before deciding again
+    pair: tuple[str, str] | None = None  # the two sides the verdict is about
+    kind: str = ""  # what diverged: "error", an integrity kind, "structure", "values"
+    targets: tuple[str, ...] = ()  # the targets involved
+    extra: dict[str, Outcome] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.label not in (PASSED, NOT_JUDGED)
+
+    @property
+    def signature(self) -> tuple[str, tuple[str, ...]]:
+        """What kind of divergence, on which targets: the same for the same bug (shrinking,
+        reproducer verification)."""
+        return self.kind, self.targets
 
     def __str__(self) -> str:
         return self.label if not self.reasons else f"{self.label}: {self.reasons[0]}"
 
 
-Rerun = Callable[[str], Outcome]  # runs a backend spec ("interpreter:reversed", ...) on the same case
-
-
-def _wrong(backend: str) -> str:
-    kind = backend.split(":")[0]
+def wrong(backend: str) -> str:
+    kind = kind_of(backend)
     if kind == "compiled":
         return COMPILED_WRONG
     if kind == "interpreter":
@@ -59,11 +92,67 @@ def _wrong(backend: str) -> str:
     return f"{backend} wrong"
 
 
-def _interpreter_side(cmp: Comparison) -> Outcome | None:
-    for o in (cmp.a, cmp.b):
-        if o.backend.startswith("interpreter") and o.error is None:
-            return o
+def _notes(ev: Evidence) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for p in ev.pairs:
+        if p.classification.action == DISCARD:
+            out.append((f"discard:{p.a} vs {p.b}", f"{p.a} vs {p.b} not compared: "
+                                                   f"{describe_discard(p.classification)}"))
+        if p.comparison is None:
+            continue
+        for f in p.comparison.forgiven:
+            (j, x, y) = f.example
+            how = "the case's inputs reach the dtype's limits" if f.coarse else \
+                "inputs near the dtype's limits overflowed on the way, in an order Triton does not fix"
+            out.append(("range-edge", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` differ only at the "
+                                      f"range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}): not failed"))
+        if p.comparison.coarse:
+            out.append(("coarse", f"{p.a} vs {p.b}: `{', '.join(sorted(set(p.comparison.coarse)))}` judged with a "
+                                  "coarse tolerance scale (no interpreter dataflow for those elements)"))
+    for r in ev.reports.values():
+        out += r.notes
+    return out
+
+
+def _errors(ev: Evidence) -> Verdict | None:
+    failing = [p for p in ev.pairs if p.classification.action == FAIL]
+    if not failing:
+        return None
+    sides = list(dict.fromkeys(s for p in failing for s in p.classification.sides))
+    reasons = [f"{s}: {ev.outcomes[s].error.summary()}" for s in sides]  # type: ignore[union-attr]
+    label = BOTH_FAILED if len(sides) > 1 else f"{kind_of(sides[0])} error"
+    other = next((r for r in ev.outcomes if r not in sides), None)
+    pair = (sides[0], sides[1] if len(sides) > 1 else other or sides[0])
+    return Verdict(label, reasons, pair=pair, kind="error", targets=tuple(sides))
+
+
+def _integrity(ev: Evidence) -> Verdict | None:
+    for kind, label in INTEGRITY:
+        found = [(side, f) for side, r in ev.reports.items() for f in r.findings if f.kind == kind]
+        if found:
+            side = found[0][0]
+            mine = [f for s, f in found if s == side]
+            others = sorted({s for s, _ in found if s != side})
+            other = next((r for r in ev.outcomes if r != side), side)
+            reasons = [f.message for f in mine] + ([f"(also seen in {', '.join(others)})"] if others else [])
+            return Verdict(label, reasons, pair=(side, other), kind=kind,
+                           targets=tuple(sorted({f.target for f in mine if f.target})))
     return None
+
+
+def _structure(ev: Evidence) -> Verdict | None:
+    for p in ev.pairs:
+        if p.comparison is None:
+            continue
+        found = [m for m in p.comparison.mismatches if m.kind == "structure"]
+        if found:
+            return Verdict(STRUCTURE, [m.message for m in found], pair=(p.a, p.b), kind="structure",
+                           targets=tuple(sorted({m.target for m in found})))
+    return None
+
+
+def _targets(c: Comparison) -> tuple[str, ...]:
+    return tuple(sorted({m.target for m in c.mismatches if m.kind == "values"}))
 
 
 def _rmse(side: np.ndarray, truth: np.ndarray) -> float:
@@ -77,115 +166,168 @@ def _rmse(side: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sqrt(np.mean(d * d)))
 
 
-def _targets(cmp: Comparison) -> list[str]:
-    return sorted({m.target for m in cmp.mismatches if m.kind == "values" and m.target})
-
-
-def _values(o: Outcome, case: Case, target: str) -> np.ndarray | None:
-    tensors = case.tensors()
-    if target in tensors and target in o.storages:
-        return view_values(o.storages[target], tensors[target])[0]
-    node = returned_at(o.returned, target)
-    if node is None or not hasattr(node, "values"):
-        return None
-    return dtypes.as_float64(node.values, dtypes.dtype(node.dtype))
-
-
-def decide(case: Case, cmp: Comparison, rerun: Rerun, *, has_reference: bool, specs: dict[str, str] | None = None,
-           tolerance=None, tolerances=None) -> Verdict:
-    """Decide a divergence, running more backends through `rerun(spec)` where that helps.
-
-    `specs` maps each side's backend label to the spec that produced it (default: the label).
-    """
-    specs = specs or {}
+def judge(ev: Evidence, cmp: Comparison, truth: Outcome, truth_name: str) -> Verdict:
+    """Which side of a value divergence is closer to a third opinion (reference or float64 run)."""
     a, b = cmp.a, cmp.b
-    kinds = cmp.kinds()
-    # errors on one or both sides
-    if "error" in kinds:
-        failed = [o for o in (a, b) if o.error]
-        if len(failed) == 2:
-            return Verdict(BOTH_FAILED, [f"{o.backend}: {o.error.summary()}" for o in failed])
-        o = failed[0]
-        if o.error.kind == "limitation":
-            return Verdict(LIMITATION, [f"the interpreter does not support this: {o.error.message}"])
-        return Verdict(f"{o.backend.split(':')[0]} error", [o.error.summary()])
-    # out of bounds: the interpreter stopped an access, or a guard band was written
-    oob = [m for m in cmp.mismatches if m.kind in ("oob", "guard")]
-    if oob:
-        return Verdict(OUT_OF_BOUNDS, [m.message for m in oob])
-    interp = _interpreter_side(cmp)
-    if interp is not None and interp.trace is not None and interp.trace.ub:
-        return Verdict(UNDEFINED, [f"{e.what}: {e.count} value(s), e.g. {e.example}, in program {e.program}"
-                                   + (f" ({e.line})" if e.line else "") for e in interp.trace.ub])
-    verdict_extra: dict[str, Outcome] = {}
-    # races between programs: the interpreter's result depends on program order
-    if interp is not None:
-        base = specs.get(interp.backend, interp.backend)
-        for order in ("reversed", "shuffled"):
-            other = rerun(f"{base}:{order}")
-            verdict_extra[f"{interp.backend}:{order}"] = other
-            c = compare(interp, other, case, tolerance, tolerances)
-            if other.error is None and not c.ok:
-                return Verdict(RACE, [f"running the programs {order} instead of 0, 1, 2, ... changes the result: "
-                                      f"{c.summary()}"], verdict_extra)
-    # nondeterminism: the compiled backend disagrees with itself
-    for o in (a, b):
-        if o.backend.startswith("compiled"):
-            again = rerun(specs.get(o.backend, o.backend))
-            verdict_extra[f"{o.backend} (again)"] = again
-            c = compare(o, again, case, tolerance, tolerances)
-            if again.error is None and not c.ok:
-                return Verdict(NONDETERMINISTIC, [f"a second compiled run differs from the first: {c.summary()}"],
-                               verdict_extra)
-    if b.backend.startswith("reference") or a.backend.startswith("reference"):
-        return Verdict(VS_REFERENCE, [
-            "the kernel's result differs from the reference beyond tolerance: a kernel bug, or a backend bug "
-            "(compare with the other backend to tell which)"], verdict_extra)
-    # a third opinion
-    truth_spec = "reference" if has_reference else "interpreter:fp64"
-    truth = rerun(truth_spec)
-    verdict_extra[truth_spec] = truth
-    if truth.error is not None:
-        return Verdict(UNDECIDED, [f"no third opinion: {truth_spec} failed: {truth.error.summary()}"],
-                       verdict_extra)
-    return _judge(case, cmp, truth, truth_spec, verdict_extra)
-
-
-def _judge(case: Case, cmp: Comparison, truth: Outcome, truth_spec: str, extra: dict) -> Verdict:
-    a, b = cmp.a, cmp.b
+    va, vb, vt = (view(o, ev.case) for o in (a, b, truth))
     reasons = []
     worse_a = worse_b = 0
     close_a = close_b = True
     for target in _targets(cmp):
-        va, vb, vt = _values(a, case, target), _values(b, case, target), _values(truth, case, target)
-        if va is None or vb is None or vt is None or vt.shape != va.shape:
+        ta, tb, tt = va.targets.get(target), vb.targets.get(target), vt.targets.get(target)
+        if ta is None or tb is None or tt is None or tt.shape != ta.shape:
             continue
         m = next(m for m in cmp.mismatches if m.target == target and m.kind == "values")
-        dt_name = case.tensors()[target].dtype if target in case.tensors() else "float32"
-        dt = dtypes.dtype(dt_name)
-        mult = 3.0 if dt.is_half else 2.0
-        if m.mask is not None and m.mask.shape == va.shape:  # judge where the two sides differ
-            va, vb, vt = va[m.mask], vb[m.mask], vt[m.mask]
-        ea, eb = _rmse(va, vt), _rmse(vb, vt)
-        tol = Tolerance.preset("reduce", dt) if dt.is_float else Tolerance(exact=True)
-        if m.tolerance and "tf32" in m.tolerance:
-            tol = Tolerance.preset("tf32", dt)
-        elif m.tolerance and "dot" in m.tolerance and dt.is_float:
-            tol = Tolerance.preset("dot", dt)
-        tol = tol.loosened(4)
-        scale_in, terms = input_scale(case), reduction_factor(case, vt.size)
-        close_a &= value_mismatch(target, va, vt, dt, tol, None, input_scale=scale_in, terms=terms) is None
-        close_b &= value_mismatch(target, vb, vt, dt, tol, None, input_scale=scale_in, terms=terms) is None
-        reasons.append(f"`{target}`: RMSE to the {truth_spec} result: {a.backend} {ea:.3g}, {b.backend} {eb:.3g}")
+        x, y, t = ta.values, tb.values, tt.values
+        if m.mask is not None and m.mask.shape == x.shape:  # judge where the two sides differ
+            x, y, t = x[m.mask], y[m.mask], t[m.mask]
+        mult = 3.0 if ta.dtype.is_half else 2.0
+        ea, eb = _rmse(x, t), _rmse(y, t)
+        tol = (m.tol or Tolerance.preset("reduce", ta.dtype)).loosened(4)
+        if m.scale is not None and m.mask is not None and m.scale.shape == m.mask.shape:
+            scale = m.scale[m.mask]
+        else:
+            scale = coarse_scale(ev.case, ta.values.size, None)
+        close_a &= value_mismatch(target, x, t, tol, scale) is None
+        close_b &= value_mismatch(target, y, t, tol, scale) is None
+        reasons.append(f"`{target}`: RMSE to the {truth_name} result: {a.backend} {ea:.3g}, {b.backend} {eb:.3g}")
         if ea > mult * eb + 1e-300:
             worse_a += 1
         elif eb > mult * ea + 1e-300:
             worse_b += 1
+    targets = _targets(cmp)
     if worse_a and not worse_b and not close_a:
-        return Verdict(_wrong(a.backend), reasons, extra)
+        return Verdict(wrong(a.backend), reasons, pair=(a.backend, b.backend), kind="values", targets=targets)
     if worse_b and not worse_a and not close_b:
-        return Verdict(_wrong(b.backend), reasons, extra)
+        return Verdict(wrong(b.backend), reasons, pair=(a.backend, b.backend), kind="values", targets=targets)
     if not close_a and not close_b:
-        return Verdict(BOTH_WRONG, ["neither side is close to the third opinion (a kernel bug)", *reasons], extra)
-    return Verdict(UNDECIDED, ["both sides are close to the third opinion; the difference between them is just "
-                               "beyond tolerance (consider loosening it)", *reasons], extra)
+        return Verdict(BOTH_WRONG, ["neither side is close to the third opinion (a kernel bug)", *reasons],
+                       pair=(a.backend, b.backend), kind="values", targets=targets)
+    return Verdict(UNDECIDED, [f"both sides are within tolerance of the {truth_name} result; the difference between "
+                               "them is just beyond tolerance", *reasons], pair=(a.backend, b.backend),
+                   kind="values", targets=targets)
+
+
+def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | None:
+    """Before blaming a backend: does the compiled side disagree with itself, does the interpreter's
+    result depend on program order? (Only for a final verdict.)"""
+    if not final:
+        return None
+    needs: list[str] = []
+    for side in (p.a, p.b):
+        kind = kind_of(side)
+        if kind == "reference":
+            continue
+        if kind == "interpreter" and ev.outcomes[side].trace is not None:
+            keys = [f"reversed:{side}", f"shuffled:{side}"]
+        elif kind != "interpreter":
+            keys = [f"again:{side}"]
+        else:
+            keys = []
+        for key in keys:
+            if key not in ev.extra:
+                needs.append(key)
+                continue
+            rerun = ev.extra[key]
+            if rerun.error is not None:
+                continue
+            c = ev.compare(ev.outcomes[side], rerun)
+            if not c.ok:
+                if key.startswith("again"):
+                    return Verdict(NONDETERMINISTIC, [f"a second run of {side} differs from the first: {c.summary()}"],
+                                   pair=(side, side), kind="values", targets=_targets(c))
+                order = key.split(":")[0]
+                return Verdict(RACE, [f"running the programs {order} instead of 0, 1, 2, ... changes the result: "
+                                      f"{c.summary()}"], pair=(side, side), kind="values", targets=_targets(c))
+    return tuple(needs) or None
+
+
+def _values(ev: Evidence, final: bool) -> Verdict | None:
+    diverging = [p for p in ev.pairs if p.disagrees]
+    if not diverging:
+        return None
+    if "fp64" not in ev.extra and any(m.edge_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
+        return Verdict(UNDECIDED, needs=("fp64",))  # differences at the range edge: is the overflow inherent?
+    refs = ev.roles("reference")
+    ref = refs[0] if refs else None
+    backends = [r for r in ev.outcomes if kind_of(r) != "reference" and ev.outcomes[r].error is None]
+    between = [p for p in diverging if ref not in (p.a, p.b)]
+    if between:  # the backends disagree with each other
+        p = between[0]
+        if kind_of(p.a) == kind_of(p.b) == "interpreter":  # the same interpreter in another order
+            return Verdict(RACE, [f"running the programs in another order changes the result: "
+                                  f"{p.comparison.summary()}"], pair=(p.a, p.b), kind="values",
+                           targets=_targets(p.comparison))  # type: ignore[arg-type]
+        rerun = _reruns(ev, p, final)
+        if isinstance(rerun, Verdict):
+            return rerun
+        if isinstance(rerun, tuple):
+            return Verdict(UNDECIDED, needs=rerun)
+        pa, pb = (ev.pair(p.a, ref), ev.pair(p.b, ref)) if ref else (None, None)
+        if pa is not None and pb is not None and pa.comparison is not None and pb.comparison is not None:
+            ok_a, ok_b = pa.comparison.ok, pb.comparison.ok
+            reasons = [p.comparison.summary()]  # type: ignore[union-attr]
+            if ok_a and not ok_b:
+                return Verdict(wrong(p.b), [f"{p.a} agrees with the reference, {p.b} does not", *reasons],
+                               pair=(p.a, p.b), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
+            if ok_b and not ok_a:
+                return Verdict(wrong(p.a), [f"{p.b} agrees with the reference, {p.a} does not", *reasons],
+                               pair=(p.a, p.b), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
+            if ok_a and ok_b:
+                return Verdict(PASSED, notes=[("undecided", f"{p.a} and {p.b} differ slightly, but each agrees with "
+                                               f"the reference ({p.comparison.summary()}): undecided, not failed")])  # type: ignore[union-attr]
+            v = judge(ev, p.comparison, ev.outcomes[ref], "reference")  # type: ignore[arg-type]
+            return v if v.label != UNDECIDED else Verdict(BOTH_WRONG, ["neither side agrees with the reference",
+                                                                      *v.reasons], pair=v.pair, kind="values",
+                                                          targets=v.targets)
+        if "fp64" not in ev.extra:
+            return Verdict(UNDECIDED, needs=("fp64",))
+        truth = ev.extra["fp64"]
+        if truth.error is not None:
+            return Verdict(UNDECIDED, [f"no third opinion: the float64 run failed: {truth.error.summary()}",
+                                       p.comparison.summary()], pair=(p.a, p.b), kind="values",  # type: ignore[union-attr]
+                           targets=_targets(p.comparison))  # type: ignore[arg-type]
+        v = judge(ev, p.comparison, truth, "interpreter:fp64")  # type: ignore[arg-type]
+        if v.label == UNDECIDED:
+            return Verdict(PASSED, notes=[("undecided", f"{p.a} and {p.b} differ slightly, but each agrees with the "
+                                                        "float64 run: undecided, not failed")])
+        return v
+    # the backends agree with each other (or there is one); the reference disagrees
+    against = [p for p in diverging if ref in (p.a, p.b)]
+    p = against[0]
+    side = p.a if p.b == ref else p.b
+    reasons = [p.comparison.summary()]  # type: ignore[union-attr]
+    if len(backends) > 1 and all((q := ev.pair(b, ref)) is not None and q.disagrees for b in backends):
+        return Verdict(KERNEL_BUG, [f"{' and '.join(backends)} agree with each other; the reference disagrees with "
+                                    "both: a bug in the kernel (or in the reference)", *reasons],
+                       pair=(side, ref), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
+    rerun = _reruns(ev, Pair(side, ref, p.classification, p.comparison), final)  # type: ignore[arg-type]
+    if isinstance(rerun, Verdict):
+        return rerun
+    if isinstance(rerun, tuple):
+        return Verdict(UNDECIDED, needs=rerun)
+    return Verdict(VS_REFERENCE, [f"{side}'s result differs from the reference beyond tolerance: a kernel bug, or a "
+                                  f"backend bug", *reasons], pair=(side, ref), kind="values",
+                   targets=_targets(p.comparison))  # type: ignore[arg-type]
+
+
+def decide(ev: Evidence, final: bool = False) -> Verdict:
+    """The verdict on one case from the evidence; `needs` lists reruns to add before asking again.
+    With `final`, a value divergence is first checked for nondeterminism and program-order races."""
+    notes = _notes(ev)
+    if ev.pairs and all(p.classification.action == DISCARD for p in ev.pairs):
+        return Verdict(NOT_JUDGED, [describe_discard(ev.pairs[0].classification)], notes)
+    for step in (_errors, _integrity, _structure):
+        v = step(ev)
+        if v is not None:
+            v.notes = notes
+            return v
+    v = _values(ev, final)
+    if v is None:
+        return Verdict(PASSED, notes=notes)
+    v.notes = notes + v.notes
+    v.extra = dict(ev.extra)
+    return v
+
+
+__all__ = ["Verdict", "decide", "judge", "wrong", "Rules"]

@@ -266,11 +266,42 @@ class Pool:
         self.closed = True
 
 
+class CaseTimeout(BaseException):
+    """Raised in the main thread by `InProcess`'s watchdog (a BaseException, so no backend catches it)."""
+
+
 class InProcess:
-    """Runs jobs in this process: fastest, but a crash or hang takes the process down."""
+    """Runs jobs in this process: fastest, but a crash takes the process down. A hang is stopped by a
+    watchdog (SIGALRM) on the main thread; a kernel hanging inside the GPU driver cannot be stopped
+    from Python, so use worker processes for those."""
 
     def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
-        return [run_case(job.target, job.spec, job.case)[0] for job in jobs]
+        return [self._run(job, timeout) for job in jobs]
+
+    def _run(self, job: Job, timeout: float) -> Outcome:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("setup", "isolation='none' stops hangs with a SIGALRM watchdog, which needs the "
+                                  "main thread of a POSIX process: use isolation='process' here")
+            return out
+
+        def alarm(signum: int, frame: Any) -> None:
+            raise CaseTimeout()
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return run_case(job.target, job.spec, job.case)[0]
+        except CaseTimeout:
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("timeout", f"no result within the per-case timeout of {timeout:g} s; stopped by "
+                                  "the in-process watchdog")
+            return out
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
 
     def run(self, job: Job, timeout: float) -> Outcome:
         return self.run_many([job], timeout)[0]

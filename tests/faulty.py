@@ -82,6 +82,15 @@ class FakeCompiledSlightly(Perturb):
     relative = True
 
 
+class FakeCompiledUndecided(Perturb):
+    """Off by a relative 4e-6: beyond tolerance from the interpreter, within it from a reference
+    halfway between them."""
+
+    label = "compiled"
+    delta = 4e-6
+    relative = True
+
+
 class FakeCompiledOther(Perturb):
     label = "compiled"
     delta = -2.0
@@ -152,3 +161,54 @@ class FakeCompilingWrongOnHuge(FakeCompiling):
     delta = 1.0
     relative = True
     above = 1e4
+
+
+class AlwaysRaises:
+    """Plays the compiled side and raises NotImplementedError on every case: an error, never an
+    interpreter limitation."""
+
+    def __init__(self, spec: BackendSpec) -> None:
+        self.spec = spec
+        self.name = "compiled"
+
+    def run(self, target, case):
+        from tdiff.backends.base import error_info
+        from tdiff.outcome import Outcome
+
+        out = Outcome(self.name)
+        try:
+            raise NotImplementedError("this backend cannot do anything")
+        except NotImplementedError as exc:
+            out.error = error_info(exc)
+        return out
+
+
+class CrashingCompiled:
+    """Plays the compiled side and kills its worker process (a segfault) on every case."""
+
+    def __init__(self, spec: BackendSpec) -> None:
+        self.spec = spec
+        self.name = "compiled"
+
+    def run(self, target, case):
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class LimitedInterpreter(InterpreterBackend):
+    """Plays the interpreter and hits a known interpreter limitation (inline assembly) every time."""
+
+    def __init__(self, spec: BackendSpec) -> None:
+        super().__init__(BackendSpec("interpreter"))
+        self.spec = spec
+        self.name = "interpreter"
+
+    def run(self, target, case):
+        from tdiff.outcome import ErrorInfo, Outcome
+
+        out = Outcome(self.name)
+        out.error = ErrorInfo("limitation", "NotImplementedError: inline_asm not supported in interpreter mode",
+                              limitation="inline-asm")
+        return out

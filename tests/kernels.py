@@ -93,6 +93,12 @@ double_noref = tdiff.check(
 )(triton.jit(double_kernel.fn))
 
 
+double_midref = tdiff.check(
+    launch=_launch_1d, name="midref", reference=lambda x: (x.double() * 2 * (1 + 2e-6)).to(x.dtype),
+    x=tst.tensors(shape=(tst.sizes(block=BLOCK),), layouts=["contiguous"], values=tst.values(1, 8, specials=False)),
+)(triton.jit(double_kernel.fn))
+
+
 def _launch_inplace(kernel, t):
     rows, cols = t.shape
     kernel[(rows,)](t, t.stride(0), t.stride(1), cols, BLOCK=triton.next_power_of_2(cols))

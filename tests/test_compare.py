@@ -8,8 +8,7 @@ from tdiff.backends.base import BackendSpec
 from tdiff.backends.interpreter import InterpreterBackend
 from tdiff.backends.reference import ReferenceBackend
 from tdiff.case import Case
-from tdiff.compare import close, compare, value_mismatch
-from tdiff.dtypes import dtype
+from tdiff.compare import Rules, close, compare, value_mismatch
 from tdiff.report import mismatch_picture, render
 from tdiff.strategies import tensor_arg
 from tdiff.tolerance import Tolerance, from_ops
@@ -43,26 +42,39 @@ def _tf32(x):
 
 def test_measured_differences_are_within_default_tolerances():
     rng = np.random.default_rng(0)
-    # fp16 x*x + x - 1.5: each op rounded (interpreter) vs once from fp32 (GPU), 4.5% relative near zero
+    # fp16 x*x + x - 1.5: each op rounded (interpreter) vs once from fp32 (GPU), 4.5% relative near zero;
+    # each element's scale is the largest magnitude in its own dataflow
     x = rng.uniform(-2, 2, 4096).astype(np.float16)
-    step = ((x * x).astype(np.float16) + x).astype(np.float16) - np.float16(1.5)
+    sq = (x * x).astype(np.float16)
+    step = (sq + x).astype(np.float16) - np.float16(1.5)
     fused = (x.astype(np.float32) ** 2 + x.astype(np.float32) - 1.5).astype(np.float16)
     rel = np.abs(f64(step) - f64(fused)) / np.maximum(np.abs(f64(fused)), 1e-3)
     assert rel.max() > 0.01  # the measured effect is really there
-    assert close(f64(step), f64(fused), from_ops({"farith"}, "float16")).all()
+    scale = np.maximum.reduce([np.abs(f64(x)), f64(sq), np.abs(f64(sq + x)), np.full(x.shape, 1.5)])
+    assert close(f64(step), f64(fused), from_ops({"farith"}, "float16"), scale).all()
+    assert not close(f64(step), f64(fused), from_ops({"farith"}, "float16")).all()  # the scale term is needed
     # fp32 tl.dot at default precision: tf32 products (0.31 relative measured on near-zero outputs)
     a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
     exact, tf32 = f64(a) @ f64(b), f64(_tf32(a)) @ f64(_tf32(b))
-    assert close(exact, tf32, from_ops({"dot:tf32"}, "float32")).all()
-    assert not close(exact, tf32, from_ops({"farith"}, "float32")).all()  # the tolerance kind matters
+    scale = np.abs(f64(a)).max(1)[:, None] * np.abs(f64(b)).max(0)[None, :] * 8  # products, grown by sqrt(64)
+    assert close(exact, tf32, from_ops({"dot:tf32"}, "float32"), scale).all()
+    assert not close(exact, tf32, from_ops({"farith"}, "float32"), scale).all()  # the tolerance kind matters
     # atomic_add over 256 programs: summation order
     parts = rng.standard_normal(256).astype(np.float32)
     fwd = np.float32(0)
     for p in parts:
         fwd = np.float32(fwd + p)
-    assert close(f64([fwd]), f64([parts.astype(np.float64).sum()]), from_ops({"atomic"}, "float32")).all()
+    scale = np.abs(f64(parts)).max() * 16
+    assert close(f64([fwd]), f64([parts.astype(np.float64).sum()]), from_ops({"atomic"}, "float32"), scale).all()
     # a bf16 tl.dot wrong by 1e10 is not
-    assert not close(f64([3.0, 1e10]), f64([3.0, 2.5]), from_ops({"dot:lowp"}, "bfloat16")).all()
+    assert not close(f64([3.0, 1e10]), f64([3.0, 2.5]), from_ops({"dot:lowp"}, "bfloat16"), 4.0).all()
+
+
+def test_an_element_is_judged_by_its_own_scale():
+    tol = from_ops({"farith"}, "float32")
+    a = f64([1.0, 2.0, -3.4e38, 4.0])
+    b = a + f64([1.0, 0.0, 0.0, 1.0])
+    assert list(close(a, b, tol, np.abs(a))) == [False, True, True, False]  # the extreme hides nothing
 
 
 def test_transcendental_tolerance_covers_fast_approximations():
@@ -78,7 +90,7 @@ def test_mismatch_report_fields_and_picture(tmp_path):
     b = a.copy()
     b[1, 2], b[3, 5] = 5.0, -1.0
     writers = np.arange(24).reshape(4, 6) // 6
-    m = value_mismatch("y", a, b, dtype("float32"), Tolerance.preset("arith"), writers, names=("compiled", "interp"))
+    m = value_mismatch("y", a, b, Tolerance.preset("arith"), 0.0, writers, names=("compiled", "interp"))
     assert (m.count, m.total, m.max_abs, m.max_abs_index) == (2, 24, 5.0, (1, 2))
     assert m.programs == [(1, 1), (3, 1)]
     assert "2 of 24 elements differ" in m.message and "compiled=0, interp=5" in m.message
@@ -88,27 +100,31 @@ def test_mismatch_report_fields_and_picture(tmp_path):
 
 
 def test_guard_band_damage_is_located():
+    from tdiff import integrity
+
     check = K.inplace_overrun.__tdiff_checks__[0]
     case = Case({"t": tensor_arg(torch.zeros(2, 3))})
     unchecked = InterpreterBackend(BackendSpec("interpreter", check_pointers=False)).run(check, case)
-    cmp = compare(unchecked, ReferenceBackend().run(check, case), case)
-    guard = [m for m in cmp.mismatches if m.kind == "guard"]
+    guard = [f for f in integrity.check(unchecked, case, "inplace_overrun", True).findings if f.kind == "guard"]
     assert guard and "bytes after the end of the storage" in guard[0].message
     checked = InterpreterBackend().run(check, case)
-    cmp = compare(checked, ReferenceBackend().run(check, case), case)
-    oob = [m.message for m in cmp.mismatches if m.kind == "oob"]
+    oob = [f.message for f in integrity.check(checked, case, "inplace_overrun", True).findings if f.kind == "oob"]
     assert [m.split(" tried to ")[1].split(" ")[0] for m in oob] == ["load", "store"]
     assert all("0 bytes after the storage of `t`" in m and "kernels.py" in m for m in oob)
 
 
 def test_rendered_report_reads_without_the_code():
+    from tdiff.evidence import gather
+    from tdiff.verdict import decide
+
     check = K.double_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.arange(70, dtype=torch.float32))})
     a = InterpreterBackend().run(check, case)
     b = ReferenceBackend().run(check, case)
     b.returned.values[65] = 0.0
-    text = render(check.id, case, compare(a, b, case))
-    for part in ("disagree on tests.kernels::double_kernel[tdiff]", "case: x=float32[70] contiguous",
+    ev = gather(case, "double_kernel", {"interpreter": a, "reference": b}, Rules())
+    text = render(check.id, case, decide(ev), ev)
+    for part in ("disagrees with reference on tests.kernels::double_kernel[tdiff]", "case: x=float32[70] contiguous",
                  "grid: (2, 1, 1)", "1 of 70 elements differ", "at (65,): interpreter = 130",
                  "written by program 1: 1"):
         assert part in text, part
@@ -116,20 +132,26 @@ def test_rendered_report_reads_without_the_code():
 
 def test_dot_tolerance_grows_with_the_products_not_the_result():
     # found by the suite: a [1, 25] @ [25, 1] fp32 tl.dot at default precision (tf32) whose 25
-    # products of values in [-4, 4] cancel to 0.39; tf32 rounding left it 0.8% off the fp32 reference
+    # products of values in [-4, 4] cancel to 0.39; tf32 rounding left it 0.8% off the fp32 reference.
+    # The interpreter's dataflow scale of a dot output is its largest product, grown by sqrt(K).
+    from tdiff.backends.dataflow import dot
+    from tdiff.backends.interpreter import _interp
+
     worst, bug = 0.0, 0
+    tol = from_ops({"dot:tf32", "farith"}, "float32")
     for seed in range(300):
         rng = np.random.default_rng(seed)
         a, b = rng.uniform(-4, 4, (1, 25)).astype(np.float32), rng.uniform(-4, 4, (25, 1)).astype(np.float32)
         exact, tf32 = f64(a) @ f64(b), f64(_tf32(a)) @ f64(_tf32(b))
+        h = [_interp.TensorHandle(v, _interp.tl.float32) for v in (a, b, np.zeros((1, 1), np.float32),
+                                                                    (a @ b).astype(np.float32))]
+        dot(*h)
+        scale = h[3]._tdiff_mag
         worst = max(worst, float(np.abs(exact - tf32).max() / np.abs(exact).max()))
-        tol = from_ops({"dot:tf32", "farith"}, "float32")
-        assert close(exact, tf32, tol, input_scale=4.0, terms=5.0).all(), seed
-        assert not close(exact, exact + 1.0, tol, input_scale=4.0, terms=5.0).all()  # one wrong product
-        bug += not close(exact, tf32, Tolerance.preset("arith", "float32"), input_scale=4.0, terms=5.0).all()
-    assert worst > 0.005 and bug > 0  # the effect is real, and needs the products term
-    ieee = from_ops({"dot:ieee"}, "float32")
-    assert ieee.products > 0 and ieee.products < from_ops({"dot:tf32"}, "float32").products
+        assert close(exact, tf32, tol, scale).all(), seed
+        assert not close(exact, exact + 1.0, tol, scale).all()  # one wrong product
+        bug += not close(exact, tf32, Tolerance.preset("arith", "float32"), scale).all()
+    assert worst > 0.005 and bug > 0  # the effect is real, and needs the tf32 class
 
 
 @pytest.mark.parametrize("name", ["arith", "transcendental", "reduce", "dot", "tf32"])
@@ -153,8 +175,12 @@ def test_reductions_to_few_outputs_allow_for_summation_order():
         pairwise = torch.from_numpy(x).sum().item()
         worst = max(worst, abs(float(fwd) - pairwise))
         case = Case({"x": tensor_arg(torch.from_numpy(x))})
+        # the interpreter's scale: each program's tl.sum (largest input x sqrt(64)), six atomic adds
+        scale = np.array([np.abs(x).max() * 8 * np.sqrt(6)])
         a = Outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd], np.float32)))
         b = Outcome("interpreter", returned=ReturnedTensor("float32", (1,), np.array([pairwise], np.float32)),
-                    trace=Trace(ops={"atomic", "reduce", "farith"}))
+                    trace=Trace(ops={"atomic", "reduce", "farith"}, scales={"returned": scale}))
         assert compare(a, b, case).ok, (seed, fwd, pairwise)
+        wrong = Outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd + 1], np.float32)))
+        assert not compare(wrong, b, case).ok
     assert worst > 1e-4  # the effect is real at this size

@@ -63,8 +63,11 @@ def test_collection_naming_and_selection(project):
     assert "test_plain.py::test_plain" in out
     result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*tdiff: interpreter vs reference (no CUDA GPU*",
-                                 "*kernels/ops.py::twice?tdiff? PASSED (4 cases*"])
+    result.stdout.fnmatch_lines(["*tdiff: interpreter (no CUDA GPU: the compiled backend is skipped) on every case, "
+                                 "plus each check's reference*",
+                                 "*kernels/ops.py::twice?tdiff? PASSED (4 cases*",
+                                 "*PASSED  kernels.ops::twice[[]tdiff[]]: 4 cases (4 judged); compared: interpreter "
+                                 "(+trace), reference; no divergence*"])
     result = project.runpytest_subprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-q")
     result.assert_outcomes(passed=1)
 
@@ -74,12 +77,12 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
                                           "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert "tdiff: interpreter and reference disagree on kernels.ops::broken[tdiff]" in out
-    assert "verdict: disagrees with reference" in out and "Traceback" not in out
+    assert "tdiff: disagrees with reference on kernels.ops::broken[tdiff]" in out and "Traceback" not in out
     assert "tdiff summary" in out and "reproducer:" in out
     xml = (project.path / "report.xml").read_text()
     assert 'name="tdiff_verdict" value="disagrees with reference"' in xml
     assert 'name="tdiff_reproducer"' in xml
+    assert 'name="tdiff_compared" value="interpreter (+trace), reference"' in xml
     assert list((project.path / "corp" / "broken").iterdir())
     # the next run replays the corpus entry first
     again = project.runpytest_subprocess("--tdiff", "-k", "broken", "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
@@ -89,8 +92,8 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
 def test_options_from_ini_and_command_line(project):
     result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v", "--tdiff-examples", "7")
     result.stdout.fnmatch_lines(["*twice?tdiff? PASSED (7 cases*"])
-    bad = project.runpytest_subprocess("--tdiff", "--tdiff-backends", "interpreter")
-    assert "needs two backends" in bad.stderr.str()
+    bad = project.runpytest_subprocess("--tdiff", "--tdiff-backends", "interpreter,gpu")
+    assert "unknown backend 'gpu'" in bad.stderr.str()
 
 
 def test_xdist_spreads_checks_and_merges_results(project):
@@ -103,7 +106,7 @@ def test_xdist_spreads_checks_and_merges_results(project):
 
 
 def test_xdist_workers_are_pinned_to_gpus_round_robin(monkeypatch):
-    from tdiff.plugin import _gpu_for
+    from tdiff.gpus import gpu_for_worker as _gpu_for
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert [_gpu_for(i) for i in range(5)] == [0, 1, 0, 1, 0]
@@ -131,6 +134,6 @@ def test_compile_budget_option_and_the_compiles_in_the_summary(project, monkeypa
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "note: compile budget of 1 reached" in out
-    assert re.search(r"tdiff: 1 checks, 12 cases; .*; \d+ specializations compiled in [\d.]+s", out), out
+    assert re.search(r"tdiff: 1 checks, 12 cases \(12 judged\); .*; \d+ specializations compiled in [\d.]+s", out), out
     bad = project.runpytest_subprocess("--tdiff", "--tdiff-max-compiles", "-1")
     assert "--tdiff-max-compiles must be 0 (no limit) or more" in bad.stderr.str()

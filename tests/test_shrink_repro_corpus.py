@@ -68,7 +68,7 @@ def test_found_shrunk_reproduced_recorded_then_fixed(tmp_path):
     print(f"\nsearch + shrink + verdict + reproducer for the planted tail bug: {elapsed:.1f} s")
     (repro,) = tmp_path.glob("out/tail_kernel/*/repro.py")
     ran = _run([str(repro)], repro.parent)
-    assert ran.returncode == 1 and "DIVERGENCE in returned" in ran.stdout
+    assert ran.returncode == 1 and 'TDIFF-DIVERGENCE {"kind": "values", "targets": ["returned"]}' in ran.stdout
     assert "import tdiff" not in repro.read_text()  # standalone: no tdiff needed
     (entry,) = tmp_path.glob("corpus/tail_kernel/*/entry.json")
     meta = json.loads(entry.read_text())
@@ -95,29 +95,31 @@ def test_planted_faulty_backend_is_shrunk_small(tmp_path):
     assert ran.returncode == 1  # interpreter live vs the faulty side's recorded result
 
 
+def _judge(check, opts):
+    runner = Runner(opts)
+    return runner.judge(check, runner.new_result(check))
+
+
 def test_shrink_makes_layouts_contiguous_and_zeroes_what_does_not_matter():
     check = K.masked_tail_bug.__tdiff_checks__[0]
-    runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
-    pair = ("interpreter", "reference")
+    judge = _judge(check, tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
     parent = torch.arange(2 * 40, dtype=torch.float32).reshape(2, 40) + 1
     case = Case({"x": tensor_arg(parent[1, 3:], layout="split")})
-    cmp, _ = runner.evaluate(check, case, pair)
-    assert not cmp.ok
-    small, cmp2, info = shrink(case, cmp, lambda c: runner.evaluate(check, c, pair)[0], budget=30)
+    verdict, ev = judge.verdict(case)
+    assert verdict.failed
+    small, verdict2, _, info = shrink(case, verdict, ev, judge.verdict, budget=30)
     x = small.inputs["x"]
     assert x.layout == "contiguous" and x.offset == 0
     assert (x.values() == 0).all()
-    assert not cmp2.ok and info.evaluations > 1 and "made contiguous" in info.describe()
+    assert verdict2.signature == verdict.signature and info.evaluations > 1 and "made contiguous" in info.describe()
 
 
 def test_corrupted_corpus_entries_give_readable_errors(tmp_path):
     opts = tdiff.RunOptions(profile="ci", max_examples=3, corpus_dir=tmp_path, repro_dir=None, isolation="none")
     check = K.double_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
-    a, b = Runner(opts).run_specs(check, case, ["interpreter", "reference"])
-    from tdiff.compare import compare
-
-    path = corpus.write(tmp_path, check, case, compare(a, b, case), None, ("interpreter", "reference"))
+    verdict, ev = _judge(check, opts).verdict(case)
+    path = corpus.write(tmp_path, check, case, verdict, ev)
     (res,) = tdiff.verify(K.double_kernel, options=opts)
     assert res.replayed == [(path.name, "passed")]
     (path / "entry.json").write_text("{ not json")
@@ -147,10 +149,9 @@ def test_known_divergences_are_watched_not_failed(tmp_path):
                             backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
     check = K.double_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
-    a, b = Runner(opts).run_specs(check, case, ["tests.faulty:FaultyFirstProgram", "interpreter"])
-    from tdiff.compare import compare
-
-    path = corpus.write(tmp_path, check, case, compare(a, b, case), None, opts.backends)
+    verdict, ev = _judge(check, opts).verdict(case)
+    assert verdict.failed
+    path = corpus.write(tmp_path, check, case, verdict, ev)
     meta = json.loads((path / "entry.json").read_text())
     meta["expect"] = "divergence"
     (path / "entry.json").write_text(json.dumps(meta))

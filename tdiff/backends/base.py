@@ -85,7 +85,8 @@ class BackendSpec:
     @property
     def lane(self) -> str:
         """Which worker process runs this spec: GPU work and CPU work run side by side."""
-        return "gpu" if self.uses_gpu else ("ref" if self.kind == "reference" else "cpu")
+        # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
+        return "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
 
 
 def _parse_opts(opts: str, text: str) -> dict:
@@ -175,30 +176,9 @@ def _short(path: str) -> str:
         return path
 
 
-def is_limitation(exc: BaseException) -> bool:
-    """An interpreter error for a feature it does not support, rather than a kernel bug."""
-    seen = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        text = str(e)
-        if isinstance(e, NotImplementedError):
-            return True
-        if isinstance(e, AttributeError) and "InterpreterBuilder" in text:
-            return True
-        if "not supported in interpreter" in text or ("unsupported" in text.lower() and _raised_in_interpreter(e)):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def _raised_in_interpreter(e: BaseException) -> bool:
-    frames = traceback.extract_tb(e.__traceback__)
-    return bool(frames) and frames[-1].filename.endswith(os.path.join("runtime", "interpreter.py"))
-
-
 def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
-    """An `ErrorInfo` that says what failed and where in the user's code."""
+    """An `ErrorInfo` that says what failed and where in the user's code (never a limitation: only
+    the interpreter backend decides that, from `tdiff.limitations`)."""
     root = exc
     while root.__cause__ is not None and type(root).__name__ in ("InterpreterError", "KernelRunError"):
         root = root.__cause__
@@ -209,6 +189,6 @@ def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
     if program is not None:
         message = f"{message} (program {program})"
     if kind is None:
-        kind = "limitation" if is_limitation(exc) else "exception"
+        kind = "exception"
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]
     return ErrorInfo(kind=kind, message=message[:2000], where=where, details=details)

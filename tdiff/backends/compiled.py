@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from functools import lru_cache
@@ -39,20 +38,14 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
     """Record one launch, then launch it compiled; count compiles and their time."""
     names = kernels.arg_names(jit)
     call_kwargs = {k: v for k, v in kwargs.items() if k in names}
-    bound = None
-    try:
-        bound = kernels.signature(jit.fn).bind(*args, **call_kwargs)
-        bound.apply_defaults()
-        g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
-    except Exception:
-        g = (0, 0, 0)
+    bound = kernels.signature(jit.fn).bind(*args, **call_kwargs)  # a bad call or grid fails the launch
+    bound.apply_defaults()
+    g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
     if not warmup:
         live.add(len(outcome.launches), args, call_kwargs)
         options = {k: v for k, v in kwargs.items() if k not in names}
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
-        if bound is not None:
-            with contextlib.suppress(Exception):  # the keys only feed the compile budget
-                outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
+        outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
     before = _cache_size(jit)
     t0 = time.perf_counter()
     out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
@@ -104,7 +97,7 @@ class CompiledBackend:
             torch.cuda.synchronize()
         except Exception as exc:
             outcome.error = self._error(exc)
-        outcome.returned_args = live.locate(returned)
+        outcome.returned_args = live.locate(returned, plan)
         if not self.poisoned:
             try:
                 outcome.storages = plan.snapshot()

@@ -1,9 +1,14 @@
 """The interpreter backend: Triton's numpy interpreter, selected per call, with instrumentation.
 
-Beyond running the kernel, the instrumented interpreter records which program stored each
-element, stops (and reports) loads and stores outside every allocation, notes undefined
-float-to-int casts and the kinds of arithmetic the kernel used (for tolerances), and can run
-programs in another order or only a sample of them.
+Beyond running the kernel, the instrumented interpreter
+- stops (and reports) loads and stores outside every allocation (`memory`),
+- records which program stored each element and, within a launch, which programs read and wrote
+  it, so that a data race between programs is seen in one run in any order (`memory`),
+- follows the magnitude of the values flowing into each result, the per-element scale of tdiff's
+  tolerance, and where an overflow happened (`dataflow`),
+- notes undefined float-to-int casts and the kinds of arithmetic the kernel used (for tolerances),
+- runs what the compiler accepts and stock TRITON_INTERPRET=1 does not (`shims`, counted),
+- and can run programs in another order or only a sample of them.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ import triton.language as tl
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
-from .. import dtypes, kernels
+from .. import dtypes, kernels, limitations
 from ..case import Case, strided_index
-from ..outcome import Outcome, Trace, UBEvent, Violation
+from ..outcome import ErrorInfo, Outcome, Trace, UBEvent
 from ..plan import (
     LaunchPlan,
     LiveArgs,
@@ -34,8 +39,10 @@ from ..plan import (
     launch_record,
     route_launches,
 )
+from . import dataflow, shims
 from .base import BackendSpec, Target, error_info, user_line_now
 from .interpret_scope import interpreting, rewritten
+from .memory import Memory, Region, violation
 
 Program = tuple[int, int, int]
 
@@ -49,18 +56,6 @@ class KernelRunError(RuntimeError):
     def __init__(self, message: str, program: Program) -> None:
         super().__init__(message)
         self.program = program
-
-
-@dataclass
-class Region:
-    name: str
-    base: int
-    nbytes: int
-    itemsize: int
-    guarded: bool  # a case allocation with guard bands around it
-    buffer: int = 0  # for guarded regions: address of the whole buffer (guard bands included)
-    writers: np.ndarray | None = None
-    conflicts: int = 0
 
 
 @dataclass
@@ -107,36 +102,39 @@ def sample_programs(grid: Program, size: int, seed: int = 0) -> list[Program]:
 
 @dataclass
 class Session:
-    """State of one interpreted run: regions, options and what the instrumentation recorded."""
+    """State of one interpreted run: memory, options and what the instrumentation recorded."""
 
     options: InterpreterOptions
     plan: LaunchPlan | None = None
     trace: Trace = field(default_factory=Trace)
-    regions: list[Region] = field(default_factory=list)
+    memory: Memory = field(default_factory=Memory)
     launches: list = field(default_factory=list)
     live: LiveArgs = field(default_factory=LiveArgs)
     grid: Program = (1, 1, 1)
     program: Program = (0, 0, 0)
+    edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio)
 
     def __post_init__(self) -> None:
         # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
         if self.plan is not None and self.plan.device.type == "cpu":
             for name, alloc in self.plan.allocations.items():
-                self.regions.append(Region(name, alloc.base, alloc.nbytes, alloc.arg.dt.itemsize, True,
-                                           buffer=alloc.buffer.data_ptr()))
+                self.memory.regions.append(Region(name, alloc.base, alloc.nbytes, alloc.arg.dt.itemsize, True,
+                                                  buffer=alloc.buffer.data_ptr()))
+        self.memory.line = user_line_now
 
-    # -- regions ---------------------------------------------------------
-    def region_of(self, storage_ptr: int) -> Region | None:
-        for r in self.regions:
-            if r.base <= storage_ptr < r.base + max(r.nbytes, 1):
-                return r
-        return None
+    @property
+    def regions(self) -> list[Region]:
+        return self.memory.regions
+
+    @property
+    def pid(self) -> int:
+        return linear(self.program, self.grid)
 
     def add_launch_tensor(self, t: torch.Tensor, label: str) -> None:
         base = t.untyped_storage().data_ptr()
         if any(r.guarded and r.buffer == base for r in self.regions):
             return  # a case input: only its storage, not its guard bands, is valid memory
-        if self.region_of(base) is None and t.untyped_storage().nbytes() > 0:
+        if self.memory.region_of(base) is None and t.untyped_storage().nbytes() > 0:
             self.regions.append(Region(label, base, t.untyped_storage().nbytes(), t.element_size(), False))
 
     def locate(self, address: int) -> str:
@@ -147,57 +145,20 @@ class Session:
             return where
         return "outside every allocation"
 
-    # -- checks ------------------------------------------------------------
     def check(self, op: str, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int) -> np.ndarray | None:
         """Return a mask with bad addresses switched off (None if all are good) and record them."""
         addrs = ptrs.astype(np.uint64, copy=False)
         active = _full_mask(mask, addrs.shape)
-        live = addrs if active is None else addrs[active]
-        if live.size == 0:
-            return None
-        lo, hi = int(live.min()), int(live.max())
-        for r in self.regions:  # fast path: every active address inside one region
-            if r.base <= lo and hi + itemsize <= r.base + r.nbytes:
-                return None
-        if active is None:
-            active = np.ones(addrs.shape, bool)
-        ok = np.zeros(addrs.shape, bool)
-        for r in self.regions:
-            ok |= (addrs >= r.base) & (addrs + itemsize <= r.base + r.nbytes)
-        bad = active & ~ok
-        if not bad.any():
+        bad = self.memory.bad_lanes(addrs, active, itemsize)
+        if bad is None:
             return None
         first = int(addrs[bad].reshape(-1)[0])
-        self.trace.violations.append(
-            Violation(op, self.program, int(bad.sum()), first, self.locate(first), user_line_now())
-        )
-        return active & ok
+        self.trace.violations.append(violation(op, self.program, addrs, bad, self.locate(first), user_line_now()))
+        return (np.ones(addrs.shape, bool) if active is None else active) & ~bad
 
     def transform_store(self, ptrs: np.ndarray, value: Any, mask: np.ndarray | None) -> Any:
         """The value a store writes; identity here, overridden to inject faults in tests."""
         return value
-
-    def record_store(self, ptrs: np.ndarray, mask: np.ndarray | None, atomic: bool) -> None:
-        addrs = ptrs.astype(np.uint64, copy=False)
-        if mask is not None:
-            addrs = addrs[_full_mask(mask, addrs.shape)]
-        addrs = addrs.reshape(-1)
-        if addrs.size == 0:
-            return
-        pid = linear(self.program, self.grid)
-        lo, hi = int(addrs.min()), int(addrs.max())
-        for r in self.regions:
-            if hi < r.base or lo >= r.base + r.nbytes:
-                continue  # nothing of this store lands in this region
-            inside = addrs if (r.base <= lo and hi < r.base + r.nbytes) else \
-                addrs[(addrs >= r.base) & (addrs < r.base + r.nbytes)]
-            if r.writers is None:
-                r.writers = np.full(r.nbytes // r.itemsize, -1, dtype=np.int32)
-            idx = ((inside - np.uint64(r.base)) // np.uint64(r.itemsize)).astype(np.int64)
-            if not atomic:
-                prev = r.writers[idx]
-                r.conflicts += int(np.count_nonzero((prev != pid) & (prev != -1)))
-            r.writers[idx] = pid
 
 
 # ------------------------------------------------------------------ instrumentation
@@ -217,6 +178,15 @@ def _itemsize(ptrs: Any) -> int:
     return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
 
 
+def _shaped(x: np.ndarray | None, shape: tuple) -> np.ndarray | None:
+    if x is None or x.shape == shape:
+        return x
+    try:
+        return np.broadcast_to(x, shape)
+    except ValueError:
+        return np.full(shape, x.max() if x.size else 0, dtype=x.dtype)
+
+
 @contextlib.contextmanager
 def instrumented(builder: Any, session: Session) -> Iterator[None]:
     """Wrap the interpreter's builder (and reductions) with `session`'s hooks for the body."""
@@ -233,9 +203,28 @@ def instrumented(builder: Any, session: Session) -> Iterator[None]:
 
 _MISSING = object()
 
+_OP_TAGS = {f"create_{op}": "transcendental" for op in TRANSCENDENTAL}
+_OP_TAGS.update({f"create_{op}": "farith" for op in FLOAT_ARITH})
+_NOT_VALUES = ("get_grid", "get_null", "set_grid", "create_get_program_id", "create_get_num_programs",
+               "create_make_range", "create_print", "create_assert", "create_assume", "create_barrier",
+               "create_make_block_ptr", "create_advance", "create_make_tensor_descriptor", "create_addptr",
+               "create_histogram")
+
+
+def _value_methods(cls: type) -> list[str]:
+    names = []
+    for name in dir(cls):
+        if not (name.startswith("create_") or name.startswith("get_")) or name.endswith("_ty"):
+            continue
+        if name.startswith(_NOT_VALUES) or name in dataflow.SPECIAL or not callable(getattr(cls, name)):
+            continue
+        names.append(name)
+    return names
+
 
 def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
-    """Set instance attributes on the interpreter's builder that wrap the class methods.
+    """Set instance attributes on the interpreter's builder that wrap the class methods, layer by
+    layer (shims, then op tags and dataflow, then memory); and wrap reductions and scans.
 
     Returns what it changed, as (object, attribute, previous value or _MISSING)."""
     changes: list[tuple[object, str, Any]] = []
@@ -245,64 +234,74 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
         setattr(obj, name, value)
 
     cls = type(builder)
-    TensorHandle = _interp.TensorHandle
+    trace = session.trace
 
-    def orig(name: str) -> Callable:
+    def current(name: str) -> Callable:
+        if name in vars(builder):
+            return vars(builder)[name]
         return getattr(cls, name).__get__(builder, cls)
 
-    load, store = orig("create_masked_load"), orig("create_masked_store")
-    check = session.options.check_pointers
-    record = session.options.record_stores
+    # 1. shims: what the compiler accepts and the stock interpreter does not
+    bf16 = shims.get_bf16(trace.shims)
+    if bf16 is not None:
+        put(builder, "get_bf16", bf16)
+    for name, fn in shims.bf16_arith({n: current(n) for n in ("binary_op", "ternary_op", "unary_op", "create_fma",
+                                                             "create_rsqrt", "create_erf")}, trace.shims).items():
+        put(builder, name, fn)
 
-    def create_masked_load(ptrs, mask, other, *rest, **kw):
-        if check:
-            fixed = session.check("load", ptrs.data, _mask_data(mask), _itemsize(ptrs))
-            if fixed is not None:
-                mask = TensorHandle(fixed, tl.int1)
-        return load(ptrs, mask, other, *rest, **kw)
+    # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
+    for name in _value_methods(cls):
+        put(builder, name, _value_hook(name, current(name), session))
+    put(builder, "create_dot", _dot_hook(current("create_dot"), session))
 
-    def create_masked_store(ptrs, value, mask, *rest, **kw):
-        m = _mask_data(mask)
-        if check:
-            fixed = session.check("store", ptrs.data, m, _itemsize(ptrs))
-            if fixed is not None:
-                m = fixed
-                mask = TensorHandle(fixed, tl.int1)
-        if record:
-            session.record_store(ptrs.data, m, atomic=False)
-        value = session.transform_store(ptrs.data, value, m)
-        return store(ptrs, value, mask, *rest, **kw)
+    # 3. memory: bounds, writers, races, stored magnitudes
+    for name, hook in _memory_hooks(current, session).items():
+        put(builder, name, hook)
 
-    rmw = orig("create_atomic_rmw")
+    # reductions and scans bypass the builder: tag and follow them at the language level
+    for mod in (tl, tl.core):
+        for attr, tag in (("reduce", "reduce"), ("associative_scan", "scan")):
+            put(mod, attr, _reduce_hook(getattr(mod, attr), tag, session))
+    return changes
 
-    def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
-        session.trace.ops.add("atomic")
-        session.trace.atomics = True
-        m = _mask_data(mask)
-        if check:
-            fixed = session.check("atomic", ptr.data, m, _itemsize(ptr))
-            if fixed is not None:
-                m = fixed
-                mask = TensorHandle(fixed, tl.int1)
-        if record:
-            session.record_store(ptr.data, m, atomic=True)
-        return rmw(op, ptr, val, mask, *rest, **kw)
 
-    cas = orig("create_atomic_cas")
+def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
+    tag = _OP_TAGS.get(name)
+    layout = name in dataflow.LAYOUT
+    ub = name in ("create_fp_to_si", "create_fp_to_ui")
+    unsigned = name.endswith("ui")
 
-    def create_atomic_cas(ptr, cmp, val, *rest, **kw):
-        session.trace.ops.add("atomic")
-        session.trace.atomics = True
-        if check:
-            fixed = session.check("atomic", ptr.data, None, _itemsize(ptr))
-            if fixed is not None:
-                raise RuntimeError(f"atomic_cas outside every allocation: {session.trace.violations[-1].where}")
-        if record:
-            session.record_store(ptr.data, None, atomic=True)
-        return cas(ptr, cmp, val, *rest, **kw)
+    def hook(*args: Any, **kw: Any) -> Any:
+        if tag is not None:
+            session.trace.ops.add(tag)
+        out = fn(*args, **kw)
+        if ub:
+            _check_cast(session, args[0], args[1], unsigned)
+        if layout:
+            dataflow.layout(fn, args, kw, out)
+        elif isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
+            dataflow.elementwise(out, args)
+        return out
 
-    dot = orig("create_dot")
+    return hook
 
+
+def _check_cast(session: Session, src: Any, dst_type: Any, unsigned: bool) -> None:
+    data = np.asarray(src.data)
+    if not (data.dtype.kind == "f" or data.dtype == np.uint16):  # uint16 carries bf16
+        return
+    vals = dtypes.as_float64(data, dtypes.dtype("bfloat16")) if data.dtype == np.uint16 else data.astype(np.float64)
+    bits = dst_type.scalar.primitive_bitwidth
+    lo, hi = (0, 2.0**bits) if unsigned else (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1))
+    bad = ~np.isfinite(vals) | (np.trunc(vals) < lo) | (np.trunc(vals) >= hi)
+    if bad.any():
+        ex = float(vals[bad].reshape(-1)[0])
+        session.trace.ub.append(UBEvent(
+            f"float-to-{'u' if unsigned else ''}int{bits} cast of a value out of range",
+            session.program, int(bad.sum()), repr(ex), user_line_now()))
+
+
+def _dot_hook(fn: Callable, session: Session) -> Callable:
     def create_dot(a, b, d, input_precision=None, *rest, **kw):
         kind = "dot"
         if a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32:
@@ -311,69 +310,157 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
         elif a.dtype.scalar.primitive_bitwidth <= 16 and a.dtype.scalar.is_floating():
             kind = "dot:lowp"
         session.trace.ops.add(kind)
-        return dot(a, b, d, input_precision, *rest, **kw)
+        out = fn(a, b, d, input_precision, *rest, **kw)
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
+            dataflow.dot(a, b, d, out)
+        return out
 
-    def tagging(name: str, tag: str) -> Callable:
-        fn = orig(name)
+    return create_dot
 
-        def wrapped(*args, **kw):
-            session.trace.ops.add(tag)
-            return fn(*args, **kw)
 
-        return wrapped
+def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[str, Callable]:
+    TensorHandle = _interp.TensorHandle
+    check = session.options.check_pointers
+    record = session.options.record_stores
+    memory, trace = session.memory, session.trace
+    load, store = current("create_masked_load"), current("create_masked_store")
+    rmw, cas = current("create_atomic_rmw"), current("create_atomic_cas")
 
-    def ub_cast(name: str) -> Callable:
-        fn = orig(name)
-        unsigned = name.endswith("ui")
+    def create_masked_load(ptrs, mask, other, *rest, **kw):
+        m = _mask_data(mask)
+        if check:
+            fixed = session.check("load", ptrs.data, m, _itemsize(ptrs))
+            if fixed is not None:
+                m = fixed
+                mask = TensorHandle(fixed, tl.int1)
+        if len(rest) >= 3 and rest[2]:  # is_volatile: a flag another program sets
+            _sync(trace, "volatile load")
+        out = load(ptrs, mask, other, *rest, **kw)
+        addrs = ptrs.data.astype(np.uint64, copy=False)
+        active = _full_mask(m, addrs.shape)
+        if record:
+            stored, ovf = memory.load(session.pid, addrs, active, addrs.shape)
+        else:
+            stored, ovf = None, None
+        if dataflow.is_float(out):
+            own = dataflow.own_mag(out)
+            mag = own if stored is None else np.maximum(own, _shaped(stored, own.shape))
+            dataflow.set_shadows(out, mag, _shaped(ovf, own.shape))
+            vals = dataflow.values(out)
+            live = vals if active is None else vals[_shaped(active, vals.shape)]
+            session.edge = max(session.edge, dataflow.edge_ratio(live, out.dtype.scalar))
+        return out
 
-        def wrapped(src, dst_type, *rest, **kw):
-            out = fn(src, dst_type, *rest, **kw)
-            data = np.asarray(src.data)
-            if data.dtype.kind == "f" or data.dtype == np.uint16:  # uint16 carries bf16
-                vals = dtypes.as_float64(data, dtypes.dtype("bfloat16")) if data.dtype == np.uint16 \
-                    else data.astype(np.float64)
-                bits = dst_type.scalar.primitive_bitwidth
-                lo, hi = (0, 2.0**bits) if unsigned else (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1))
-                bad = ~np.isfinite(vals) | (np.trunc(vals) < lo) | (np.trunc(vals) >= hi)
-                if bad.any():
-                    ex = float(vals[bad].reshape(-1)[0])
-                    session.trace.ub.append(UBEvent(
-                        f"float-to-{'u' if unsigned else ''}int{bits} cast of a value out of range",
-                        session.program, int(bad.sum()), repr(ex), user_line_now()))
-            return out
+    def create_masked_store(ptrs, value, mask, *rest, **kw):
+        m = _mask_data(mask)
+        if check:
+            fixed = session.check("store", ptrs.data, m, _itemsize(ptrs))
+            if fixed is not None:
+                m = fixed
+                mask = TensorHandle(fixed, tl.int1)
+        value = session.transform_store(ptrs.data, value, m)
+        if record:
+            addrs = ptrs.data.astype(np.uint64, copy=False)
+            memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(dataflow.mag_of(value), addrs.shape),
+                         _shaped(dataflow.ovf_of(value), addrs.shape), session.edge)
+        return store(ptrs, value, mask, *rest, **kw)
 
-        return wrapped
+    def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
+        trace.ops.add("atomic")
+        trace.atomics = True
+        m = _mask_data(mask)
+        if check:
+            fixed = session.check("atomic", ptr.data, m, _itemsize(ptr))
+            if fixed is not None:
+                m = fixed
+                mask = TensorHandle(fixed, tl.int1)
+        opname = str(op).rsplit(".", 1)[-1].lower()
+        if "xchg" in opname:
+            _sync(trace, "atomic_xchg")
+        elif not dataflow.is_float(val):
+            _sync(trace, f"integer atomic_{opname}")
+        old = rmw(op, ptr, val, mask, *rest, **kw)
+        if record:
+            addrs = ptr.data.astype(np.uint64, copy=False)
+            mag = ovf = None
+            if dataflow.is_float(val):
+                mv = dataflow.mag_of(val)
+                mag = np.maximum(_shaped(mv, addrs.shape), _shaped(dataflow.own_mag(old), addrs.shape)) \
+                    if isinstance(old, TensorHandle) and dataflow.is_float(old) else mv
+                if "add" in opname and isinstance(old, TensorHandle):
+                    with np.errstate(all="ignore"):
+                        a, b = dataflow.values(old), dataflow.values(val)
+                        new = _shaped(a, addrs.shape) + _shaped(b, addrs.shape)
+                        ovf = np.isinf(new) & np.isfinite(_shaped(a, addrs.shape)) \
+                            & np.isfinite(_shaped(b, addrs.shape))
+            memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
+                         session.edge, atomic=True)
+        return old
 
-    hooks: dict[str, Callable] = {
-        "create_masked_load": create_masked_load,
-        "create_masked_store": create_masked_store,
-        "create_atomic_rmw": create_atomic_rmw,
-        "create_atomic_cas": create_atomic_cas,
-        "create_dot": create_dot,
-    }
-    for op in TRANSCENDENTAL:
-        if hasattr(cls, f"create_{op}"):
-            hooks[f"create_{op}"] = tagging(f"create_{op}", "transcendental")
-    for op in FLOAT_ARITH:
-        if hasattr(cls, f"create_{op}"):
-            hooks[f"create_{op}"] = tagging(f"create_{op}", "farith")
-    for name in ("create_fp_to_si", "create_fp_to_ui"):
-        if hasattr(cls, name):
-            hooks[name] = ub_cast(name)
-    for name, fn in hooks.items():
-        put(builder, name, fn)
+    def create_atomic_cas(ptr, cmp, val, *rest, **kw):
+        trace.ops.add("atomic")
+        trace.atomics = True
+        _sync(trace, "atomic_cas")
+        if check:
+            fixed = session.check("atomic", ptr.data, None, _itemsize(ptr))
+            if fixed is not None:
+                raise RuntimeError(f"atomic_cas outside every allocation: {trace.violations[-1].where}")
+        if record:
+            addrs = ptr.data.astype(np.uint64, copy=False)
+            memory.store(session.pid, addrs, None, None, None, session.edge, atomic=True)
+        return cas(ptr, cmp, val, *rest, **kw)
 
-    # reductions and scans bypass the builder: tag them at the language level
-    for mod in (tl, tl.core):
-        for attr, tag in (("reduce", "reduce"), ("associative_scan", "scan")):
-            inner = getattr(mod, attr)
+    return {"create_masked_load": create_masked_load, "create_masked_store": create_masked_store,
+            "create_atomic_rmw": create_atomic_rmw, "create_atomic_cas": create_atomic_cas}
 
-            def tagged(*args, _inner=inner, _tag=tag, **kw):
-                session.trace.ops.add(_tag)
-                return _inner(*args, **kw)
 
-            put(mod, attr, tagged)
-    return changes
+def _sync(trace: Trace, how: str) -> None:
+    if how not in trace.sync:
+        trace.sync.append(how)
+
+
+def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
+    scan = tag == "scan"
+
+    def hook(input, axis=None, combine_fn=None, *rest, **kw):
+        session.trace.ops.add(tag)
+        keep_dims = kw.get("keep_dims", rest[0] if (rest and not scan) else False)
+        ins = input if isinstance(input, tuple) else (input,)
+        narrow = [_is_bf16_tensor(t) and shims.ENABLED[shims.BF16_ARITH] for t in ins]
+        if any(narrow):  # bf16 carried as bits: reduce the values in fp32 (shim), round back after
+            session.trace.shims[shims.BF16_ARITH] += 1
+            ins = tuple(_retype(t, tl.float32) if n else t for t, n in zip(ins, narrow))
+            input = ins if isinstance(input, tuple) else ins[0]
+        out = inner(input, axis, combine_fn, *rest, **kw)
+        outs = out if isinstance(out, tuple) else (out,)
+        grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
+            and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
+        for i, o in zip(ins, outs):
+            dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan)
+        if any(narrow):
+            outs = tuple(_retype(o, tl.bfloat16) if n and _is_f32_tensor(o) else o for o, n in zip(outs, narrow))
+            out = outs if isinstance(out, tuple) else outs[0]
+        return out
+
+    return hook
+
+
+def _is_bf16_tensor(t: Any) -> bool:
+    return isinstance(t, tl.core.tensor) and t.dtype == tl.bfloat16
+
+
+def _is_f32_tensor(t: Any) -> bool:
+    return isinstance(t, tl.core.tensor) and t.dtype == tl.float32
+
+
+def _retype(t: Any, to: Any) -> Any:
+    """A bf16 tensor as fp32 values, or an fp32 tensor rounded to bf16 (the shadows kept)."""
+    h = t.handle
+    data = shims.bf16_to_f32(h.data) if to == tl.float32 else shims.f32_to_bf16(h.data)
+    new = _interp.TensorHandle(np.asarray(data), to)
+    dataflow.set_shadows(new, getattr(h, dataflow.MAG, None), getattr(h, dataflow.OVF, None))
+    ty = tl.block_type(to, list(t.type.shape)) if t.type.is_block() else to
+    return tl.core.tensor(new, ty)
 
 
 # ------------------------------------------------------------------ one launch
@@ -398,8 +485,11 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     host_args, copy_back = _to_host(call_args)
     for name, value in host_args.items():
         if isinstance(value, torch.Tensor):
-            s.add_launch_tensor(value, f"<argument {name}>")
+            s.add_launch_tensor(value, f"<argument {name} of launch {len(s.launches) - 1}>")
+    s.memory.begin_launch(len(s.launches) - 1)
     programs = all_programs(g)
+    if not programs:
+        s.trace.empty_launches += 1
     if s.options.programs is not None:
         chosen = set(s.options.programs(g))
         programs = [p for p in programs if p in chosen]
@@ -413,10 +503,11 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         run_fn = rewritten(fn)
-        args_cvt = {n: (v if n in constexprs else _interp._implicit_cvt(v)) for n, v in host_args.items()}
+        args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
         builder.set_grid_dim(*g)
         for p in programs:
             s.program = p
+            s.edge = 0.0
             builder.set_grid_idx(*p)
             try:
                 run_fn(**args_cvt)
@@ -478,6 +569,12 @@ class InterpreterBackend:
     def run(self, target: Target, case: Case) -> Outcome:
         t0 = time.perf_counter()
         outcome = Outcome(self.name)
+        if kernels.interpreted_at_import(target.kernel):
+            outcome.error = ErrorInfo("setup", "TRITON_INTERPRET=1 was set when this kernel was imported, so "
+                                      "@triton.jit made an interpreter-only kernel that tdiff cannot instrument in "
+                                      "this process: run with isolation='process' (the default; its workers "
+                                      "import kernels without TRITON_INTERPRET), or unset TRITON_INTERPRET")
+            return outcome
         try:
             plan = LaunchPlan(case, self.spec.device or "cpu", upcast=self.spec.upcast)
         except Exception as exc:
@@ -494,8 +591,12 @@ class InterpreterBackend:
                 returned = target.launch(kernel, **plan.inputs)
         except Exception as exc:
             outcome.error = error_info(exc)
+            known = limitations.match(exc)
+            if known is not None:
+                outcome.error.kind = "limitation"
+                outcome.error.limitation = known.name
             returned = None
-        outcome.returned_args = session.live.locate(returned)
+        outcome.returned_args = session.live.locate(returned, plan)
         outcome.storages = plan.snapshot()
         outcome.returned = capture_returned(returned)
         outcome.launches = session.launches
@@ -506,21 +607,37 @@ class InterpreterBackend:
 
 
 def finish_trace(session: Session, returned: Any) -> None:
-    """Move per-region writer maps into the trace, keyed by input name or returned path."""
+    """Move per-region maps into the trace, keyed by input name or returned path."""
     trace = session.trace
+    trace.races = list(session.memory.races)
     by_base = {r.base: r for r in session.regions}
+
+    def maps(r: Region, key: str, index: np.ndarray | None = None, shape: tuple | None = None) -> None:
+        def pick(a: np.ndarray) -> np.ndarray:
+            return a if index is None else a[index.reshape(-1)].reshape(shape)
+
+        if r.writers is not None:
+            trace.writers[key] = pick(r.writers)
+            trace.conflicts[key] = r.conflicts
+        if r.mag is not None:
+            scale = r.mag if r.adds is None else r.mag * np.sqrt(np.maximum(r.adds, 1))
+            trace.scales[key] = pick(scale)
+            trace.edges[key] = pick(r.edge) if r.edge is not None else pick(np.zeros(r.size))
+        if r.ovf is not None and r.ovf.any():
+            trace.overflow[key] = pick(r.ovf)
+
     for r in session.regions:
-        if r.guarded and r.writers is not None:
-            trace.writers[r.name] = r.writers
-            trace.conflicts[r.name] = r.conflicts
+        if r.guarded:
+            maps(r, r.name)
+    returned_regions: set[int] = set()
 
     def visit(value: Any, path: str) -> None:
         if isinstance(value, torch.Tensor):
             r = by_base.get(value.untyped_storage().data_ptr())
-            if r is not None and r.writers is not None and value.numel() > 0:
+            if r is not None and value.numel() > 0:
+                returned_regions.add(id(r))
                 idx = strided_index(tuple(value.shape), value.stride(), value.storage_offset())
-                trace.writers[path] = r.writers[idx.reshape(-1)].reshape(tuple(value.shape))
-                trace.conflicts[path] = r.conflicts
+                maps(r, path, idx, tuple(value.shape))
         elif isinstance(value, (tuple, list)):
             for i, v in enumerate(value):
                 visit(v, f"{path}[{i}]")
@@ -529,3 +646,8 @@ def finish_trace(session: Session, returned: Any) -> None:
                 visit(v, f"{path}[{k!r}]")
 
     visit(returned, "returned")
+    for r in session.regions:
+        if not r.guarded and r.writers is not None:
+            written = int(np.count_nonzero(r.writers >= 0))
+            if written:
+                trace.scratch.append((r.name, written, id(r) in returned_regions or r.read_back))

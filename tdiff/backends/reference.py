@@ -6,7 +6,7 @@ import time
 
 from ..case import Case
 from ..outcome import ErrorInfo, Outcome
-from ..plan import LaunchPlan, capture_returned, deterministic_empty
+from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty
 from .base import BackendSpec, Target, error_info
 
 
@@ -35,6 +35,7 @@ class ReferenceBackend:
                 returned = target.reference(**plan.inputs)
         except Exception as exc:
             outcome.error = error_info(exc)
+        outcome.returned_args = LiveArgs().locate(returned, plan)
         outcome.storages = plan.snapshot()
         outcome.returned = capture_returned(returned)
         outcome.seconds = time.perf_counter() - t0

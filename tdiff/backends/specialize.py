@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from ..case import Case
 from ..outcome import Outcome
-from ..specialization import launch_keys
+from ..specialization import dry_launches
 from .base import BackendSpec, Target
 
 SPEC = BackendSpec("specialize")
 
 
 class SpecializeBackend:
-    """Reports `launch_keys` (None when they cannot be told) and runs no kernel."""
+    """Reports the launches `launch` makes and their keys (None when they cannot be told); runs no
+    kernel."""
 
     def __init__(self, spec: BackendSpec | None = None) -> None:
         self.spec = spec or SPEC
@@ -21,5 +22,5 @@ class SpecializeBackend:
 
     def run(self, target: Target, case: Case) -> Outcome:
         outcome = Outcome(self.name)
-        outcome.launch_keys = launch_keys(target, case)
+        outcome.launch_keys, outcome.launches = dry_launches(target, case)
         return outcome

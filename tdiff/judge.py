@@ -1,0 +1,183 @@
+"""Judging one case: run every opinion, gather the evidence, decide, and run whatever reruns the
+verdict asks for. Also the per-check timeout policy: after a hang, later runs wait less.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .backends.base import BackendSpec
+from .case import Case
+from .compare import Rules
+from .evidence import Evidence, gather
+from .opinions import Opinions
+from .outcome import Outcome
+from .results import CheckResult
+from .settings import RunOptions
+from .verdict import NOT_JUDGED, Verdict, decide
+from .workers import InProcess, Job
+
+#: after a hang, runs of the check wait this many times its slowest good run (at least HANG_FLOOR s)
+HANG_FACTOR = 10.0
+HANG_FLOOR = 2.0
+
+
+class HangBudgetSpent(BaseException):
+    """A check's runs have waited on hangs for as long as its per-case timeout: stop searching."""
+
+
+@dataclass
+class Timeouts:
+    """Per-check timeouts. Until a run hangs, every run may take `base` seconds. After the first
+    hang, runs wait `HANG_FACTOR` times the slowest good run (at least `HANG_FLOOR`, at most `base`),
+    and a run that hangs once `base / 2` seconds have passed since the first hang stops the check's
+    search, shrinking and reruns: with worker restarts and the reproducer, a hanging kernel costs a
+    check about twice its per-case timeout."""
+
+    base: float
+    slowest: float = 0.0
+    hung_at: float | None = None  # when the first hang was seen (monotonic seconds)
+    spent: bool = False  # hangs have cost their budget: run nothing more for this check
+
+    @property
+    def hung(self) -> bool:
+        return self.hung_at is not None
+
+    def current(self) -> float:
+        if self.hung_at is None:
+            return self.base
+        return min(self.base, max(HANG_FLOOR, HANG_FACTOR * self.slowest))
+
+    def observe(self, outcomes: Iterable[Outcome], waited: float) -> None:
+        timed_out = False
+        for o in outcomes:
+            if o.error is not None and o.error.kind == "timeout":
+                timed_out = True
+            elif o.error is None:
+                self.slowest = max(self.slowest, o.seconds)
+        if not timed_out:
+            return
+        now = time.monotonic()
+        if self.hung_at is None:
+            self.hung_at = now
+        elif now - self.hung_at >= self.base / 2:
+            self.spent = True
+            raise HangBudgetSpent()
+
+
+@dataclass
+class CaseJudge:
+    """Runs a check's opinions on cases and decides each case."""
+
+    executor: Any
+    check: Any
+    opinions: Opinions
+    options: RunOptions
+    result: CheckResult
+    timeouts: Timeouts = field(init=False)
+    roles: dict[str, BackendSpec] = field(default_factory=dict)  # outcome label -> the spec that made it
+
+    def __post_init__(self) -> None:
+        self.timeouts = Timeouts(self.check.timeout or self.options.timeout)
+
+    # -- running -----------------------------------------------------------------
+    def spec(self, text: str | BackendSpec) -> BackendSpec:
+        spec = BackendSpec.parse(text)
+        if spec.kind == "interpreter":
+            spec = spec.with_(check_pointers=self.check.check_pointers)
+            size = self.check.sample_programs if self.check.sample_programs is not None else self.options.sample_size
+            if spec.programs is None and not spec.upcast and spec.sample is None and size > 0:
+                spec = spec.with_(sample=(self.options.sample_threshold, size, 0))
+        return spec
+
+    def target(self) -> Any:
+        return self.check if isinstance(self.executor, InProcess) else self.check.ref()
+
+    def run(self, case: Case, specs: list[BackendSpec]) -> list[Outcome]:
+        timeout = self.timeouts.current()
+        jobs = [Job(self.target(), s, case) for s in specs]
+        outcomes = self.executor.run_many(jobs, timeout)
+        self.timeouts.observe(outcomes, timeout)
+        if self.timeouts.hung:
+            self.result.hang_timeout = self.timeouts.current()
+        for o in outcomes:
+            self.result.seconds[o.backend] = self.result.seconds.get(o.backend, 0.0) + o.seconds
+            self.result.compiles += o.compiles
+            self.result.compile_seconds += o.compile_seconds
+        return outcomes
+
+    def _outcomes(self, case: Case, opinions: Opinions) -> dict[str, Outcome]:
+        specs = [self.spec(s) for s in opinions.specs]
+        outs = self.run(case, specs)
+        redo = [i for i, o in enumerate(outs) if o.trace is not None and o.trace.sampled and o.trace.atomics]
+        if redo:  # atomics accumulate over every program: a sample cannot be compared, interpret them all
+            for i, o in zip(redo, self.run(case, [specs[i].with_(sample=None) for i in redo])):
+                outs[i], specs[i] = o, specs[i].with_(sample=None)
+        setup = [o for o in outs if o.error is not None and o.error.kind == "setup"]
+        if setup:
+            raise SetupError(f"{setup[0].backend} could not run the case: {setup[0].error.message}")
+        labelled: dict[str, Outcome] = {}
+        for spec, o in zip(specs, outs):
+            label = o.backend
+            while label in labelled:
+                label += "'"
+            o.backend = label
+            labelled[label] = o
+            self.roles[label] = spec
+        return labelled
+
+    def evidence(self, case: Case, opinions: Opinions | None = None) -> Evidence:
+        opinions = opinions or self.opinions
+        outcomes = self._outcomes(case, opinions)
+        labels = list(outcomes)
+        pairs = [(labels[a], labels[b]) for a, b in opinions.pairs]
+        return gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
+
+    def rules(self) -> Rules:
+        return Rules(self.check.tolerance, self.check.tolerances)
+
+    def rerun_spec(self, need: str) -> BackendSpec:
+        if need == "fp64":
+            return self.spec(BackendSpec("interpreter", upcast=True))
+        what, _, role = need.partition(":")
+        spec = self.roles[role]
+        if what == "again":
+            return spec
+        return spec.with_(order=what)
+
+    def verdict(self, case: Case, final: bool = False, opinions: Opinions | None = None) -> tuple[Verdict, Evidence]:
+        """Judge a case; with `final`, gather every rerun a verdict can use (for the report)."""
+        ev = self.evidence(case, opinions)
+        v = decide(ev, final)
+        while v.needs:
+            needs = [n for n in v.needs if n not in ev.extra]
+            if not needs:
+                break
+            for n, o in zip(needs, self.run(case, [self.rerun_spec(n) for n in needs])):
+                ev.add(n, o)
+            if "fp64" in needs:  # the float64 run decides differences at the range edge: compare again
+                pairs = [(p.a, p.b) for p in ev.pairs]
+                extra = ev.extra
+                ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra["fp64"])
+                ev.extra.update(extra)
+            v = decide(ev, final)
+        return v, ev
+
+    def account(self, v: Verdict, ev: Evidence) -> None:
+        """Count a searched or replayed case: judged or not, its caveats, the shims it needed."""
+        r = self.result
+        if v.label != NOT_JUDGED:
+            r.judged += 1
+        used = {name for o in ev.outcomes.values() if o.trace is not None for name in o.trace.shims}
+        for name in used:
+            r.shims[name] += 1
+        if not v.failed and v.label != NOT_JUDGED:
+            for kind, text in dict(v.notes).items():
+                r.caveat(kind, text)
+
+
+class SetupError(Exception):
+    """tdiff could not run a case at all (not a divergence)."""

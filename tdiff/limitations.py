@@ -1,0 +1,67 @@
+"""Known gaps of Triton's interpreter: the only errors that may set a case aside instead of failing it.
+
+A limitation is matched by the exception's type, its message, and where it was raised (inside
+Triton's interpreter), and only for the interpreter backend: the same exception from the compiled
+backend or the reference is an error. Anything not on this list fails the case.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limitation:
+    """One known interpreter gap: a name for summaries, what it is, and how to recognise it."""
+
+    name: str
+    description: str
+    types: tuple[type[BaseException], ...]
+    pattern: str  # regex searched in the exception's message
+    in_interpreter: bool = True  # must be raised from triton/runtime/interpreter.py or triton/language
+
+    def matches(self, exc: BaseException) -> bool:
+        if not isinstance(exc, self.types) or not re.search(self.pattern, str(exc)):
+            return False
+        return not self.in_interpreter or _raised_in_triton(exc)
+
+
+KNOWN: tuple[Limitation, ...] = (
+    Limitation("bf16-constant", "bf16 arithmetic with a Python float constant (no InterpreterBuilder.get_bf16)",
+               (AttributeError,), r"InterpreterBuilder.*get_bf16"),
+    Limitation("extern-elementwise", "extern / libdevice functions (extern_elementwise)",
+               (NotImplementedError,), r"extern_elementwise not supported in interpreter"),
+    Limitation("inline-asm", "inline PTX assembly (inline_asm_elementwise)",
+               (NotImplementedError,), r"inline_asm not supported in interpreter"),
+    Limitation("tensor-descriptor", "tensor descriptors / TMA the interpreter does not model",
+               (NotImplementedError, AttributeError), r"(?i)descriptor"),
+)
+
+
+def _raised_in_triton(exc: BaseException) -> bool:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    last = os.path.normpath(frames[-1].filename)
+    return os.sep + "triton" + os.sep in last and (
+        last.endswith(os.path.join("runtime", "interpreter.py")) or (os.sep + "language" + os.sep) in last)
+
+
+def match(exc: BaseException) -> Limitation | None:
+    """The known limitation an interpreter exception (or one it was raised from) shows, if any."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        for lim in KNOWN:
+            if lim.matches(e):
+                return lim
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def describe(name: str) -> str:
+    return next((lim.description for lim in KNOWN if lim.name == name), name)

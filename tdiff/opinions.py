@@ -1,0 +1,69 @@
+"""Which opinions a check asks for on every case, and which of them are compared.
+
+With a GPU: the compiled backend and the interpreter; without one: the interpreter. A declared
+reference is always an opinion too, on every case and every machine. Without a reference and
+without a GPU, the interpreter is compared with itself in reversed program order (its trace still
+sees races, out-of-bounds accesses and undefined behaviour in one run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from .backends.base import BackendSpec
+
+
+@dataclass(frozen=True)
+class Opinions:
+    specs: tuple[str, ...]  # backend specs run on every case
+    pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into specs)
+    note: str | None = None  # why these (e.g. no GPU)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [BackendSpec.parse(s).kind for s in self.specs]
+
+    def describe(self) -> str:
+        """What a pass means: the opinions compared, e.g. "compiled, interpreter (+trace), reference"."""
+        names = []
+        for s in self.specs:
+            spec = BackendSpec.parse(s)
+            names.append(spec.label + (" (+trace)" if spec.kind == "interpreter" and spec.order == "forward" else ""))
+        return ", ".join(names)
+
+    def without_compiled(self) -> Opinions | None:
+        """The same opinions minus those that compile (for cases past the compile budget); None if
+        fewer than two would remain."""
+        keep = [i for i, k in enumerate(self.kinds) if k != "compiled"]
+        if len(keep) < 2:
+            return None
+        index = {old: new for new, old in enumerate(keep)}
+        pairs = tuple((index[a], index[b]) for a, b in self.pairs if a in index and b in index)
+        return Opinions(tuple(self.specs[i] for i in keep), pairs, self.note)
+
+
+def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
+    """The opinions for a check: its own `backends=`, else the run's, else the machine's default,
+    plus its reference."""
+    chosen = list(check.backends or backends or ())
+    note = None
+    if not chosen:
+        if gpu_available():
+            chosen = ["compiled", "interpreter"]
+        else:
+            chosen = ["interpreter"]
+            note = "no CUDA GPU: the compiled backend was skipped"
+    kinds = [BackendSpec.parse(s).kind for s in chosen]
+    if check.reference is not None and "reference" not in kinds:
+        chosen.append("reference")
+    if len(chosen) == 1:
+        chosen.append(f"{chosen[0]}:reversed" if kinds[0] == "interpreter" else "interpreter")
+        if note:
+            note += ("; no reference: the interpreter was compared with itself in reversed program order (finds "
+                     "races, out-of-bounds accesses, undefined behaviour and crashes, not wrong values)")
+    elif note and check.reference is not None:
+        note += "; the interpreter was compared with the check's reference"
+    return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note)

@@ -1,0 +1,71 @@
+"""The run's options as users write them (pytest `--tdiff-*` flags and `tdiff_*` ini keys, the CLI),
+turned into `RunOptions` in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .settings import PROFILES, RunOptions
+
+#: (name, type, RunOptions field, help)
+OPTIONS: list[tuple[str, type, str, str]] = [
+    ("backends", str, "backends", "backends to run on every case, comma-separated, e.g. compiled,interpreter "
+                                  "(default: compiled and interpreter with a GPU, the interpreter without; a "
+                                  "check's reference always joins)"),
+    ("profile", str, "profile", "hypothesis profile: ci (fast, derandomized), dev or thorough "
+                                "(default: ci when CI is set)"),
+    ("examples", int, "max_examples", "examples drawn per check (overrides the profile)"),
+    ("seed", int, "seed", "hypothesis seed"),
+    ("timeout", float, "timeout", "per-case timeout in seconds for each backend (default 60; after a hang, a "
+                                  "check's later runs wait less)"),
+    ("corpus", str, "corpus_dir", "corpus directory (default: corpus); 'none' to neither replay nor write"),
+    ("repro-dir", str, "repro_dir", "where reproducers and pictures go (default: tdiff-out); 'none' to skip"),
+    ("isolation", str, "isolation", "process (workers; a crash or hang fails one case) or none (in this process; "
+                                    "hangs are stopped by a watchdog on the main thread)"),
+    ("shrink-budget", float, "shrink_budget", "seconds tdiff spends shrinking a divergence (default 60)"),
+    ("max-compiles", int, "max_compiles", "specializations a check compiles before drawn cases needing new ones "
+                                          "run without the compiled backend (default 8; 0: no limit)"),
+]
+
+DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
+
+
+def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunOptions:
+    """`RunOptions` from raw option values: `get(name)` returns the value given for an option of
+    `OPTIONS` (None when not given). Raises ValueError with a message a user can act on."""
+    changes: dict[str, Any] = {}
+    for name, typ, field, _ in OPTIONS:
+        raw = get(name)
+        if raw in (None, "", []):
+            if field in DEFAULT_DIRS:
+                changes[field] = root / DEFAULT_DIRS[field]
+            continue
+        try:
+            value = typ(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"--tdiff-{name} must be a {typ.__name__}, not {raw!r}") from None
+        if field == "backends":
+            parts = tuple(p.strip() for p in value.split(",") if p.strip())
+            if not parts:
+                raise ValueError(f"--tdiff-backends names no backend: {value!r}")
+            from .backends.base import BackendSpec
+
+            for p in parts:
+                BackendSpec.parse(p)  # a ValueError names the bad one
+            value = parts
+        elif field in DEFAULT_DIRS:
+            value = None if value.lower() == "none" else root / value
+        changes[field] = value
+    if changes.get("profile") not in (None, *PROFILES):
+        raise ValueError(f"--tdiff-profile must be one of {', '.join(PROFILES)}, not {changes['profile']!r}")
+    if changes.get("isolation") not in (None, "process", "none"):
+        raise ValueError("--tdiff-isolation must be process or none")
+    if changes.get("max_compiles", 0) < 0:
+        raise ValueError("--tdiff-max-compiles must be 0 (no limit) or more")
+    if changes.get("timeout", 1) <= 0:
+        raise ValueError("--tdiff-timeout must be positive")
+    if gpu is not None:
+        changes["gpu"] = gpu
+    return RunOptions(**changes)

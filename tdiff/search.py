@@ -1,0 +1,118 @@
+"""The search: hypothesis draws cases for a check, each is judged, the first failing case stops it.
+
+Cases past the check's compile budget still run every opinion that needs no compile (the
+interpreter against the reference, or against itself), so nothing drawn is thrown away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import hypothesis
+from hypothesis import errors as herrors
+
+from .budget import CompileBudget, layout_of
+from .case import Case
+from .evidence import Evidence
+from .judge import CaseJudge, HangBudgetSpent
+from .settings import hypothesis_settings
+from .strategies import case_strategy
+from .verdict import NOT_JUDGED, Verdict
+
+
+class _Diverged(Exception):
+    pass
+
+
+class _Hopeless(BaseException):
+    """Every case so far was set aside for the same known reason: more draws will not be judged."""
+
+
+#: stop a search after this many cases in a row that could not be judged, none judged before
+GIVE_UP_AFTER = 10
+
+
+@dataclass
+class Found:
+    case: Case
+    verdict: Verdict
+    evidence: Evidence
+
+
+def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any]) -> Found | None:
+    """Run the check's hypothesis search; the first failing case (as hypothesis shrank it), or None."""
+    check, result, options = judge.check, judge.result, judge.options
+    last: dict[str, Found] = {}
+    pending: dict[str, Any] = {}
+    compile_free = judge.opinions.without_compiled()
+
+    def admit(skeleton: Case) -> bool:
+        # past the budget, cases needing new specializations run without the compiled backend;
+        # decided before the values are drawn, once per layout (shrinking included)
+        layout = layout_of(skeleton)
+        ok, keys = budget.decide(layout, lambda: predict(skeleton))
+        pending["drawn"] = (layout, ok, keys)
+        return ok or compile_free is not None
+
+    def test(case: Case) -> None:
+        drawn = pending.pop("drawn", None)
+        compiled = True
+        keys = None
+        if drawn is not None and drawn[0] == layout_of(case):
+            compiled, keys = drawn[1], drawn[2]
+        opinions = judge.opinions if compiled or compile_free is None else compile_free
+        before = result.compiles
+        verdict, ev = judge.verdict(case, opinions=opinions)
+        if compiled and budget.limit:
+            reported = [k for o in ev.outcomes.values() if o.launch_keys is not None for k in o.launch_keys]
+            if not reported and any(k == "compiled" for k in opinions.kinds):
+                reported = list(keys if keys is not None else (predict(case) or ()))
+            budget.ran(reported, result.compiles - before)
+        elif not compiled:
+            result.caveat("budget", "past the compile budget: compared without the compiled backend")
+        result.cases += 1
+        judge.account(verdict, ev)
+        if verdict.label == NOT_JUDGED:
+            result.discarded[verdict.reasons[0] if verdict.reasons else "not judged"] += 1
+            if result.judged == 0 and sum(result.discarded.values()) >= GIVE_UP_AFTER:
+                raise _Hopeless()
+            hypothesis.reject()
+        if verdict.failed:
+            if result.first_failure is None:
+                result.first_failure = result.cases
+            last["found"] = Found(case, verdict, ev)
+            raise _Diverged(str(verdict))
+
+    settings = hypothesis_settings(options, check.max_examples)
+    wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.limit else None))(test))
+    inner = wrapped.hypothesis.inner_test  # type: ignore[attr-defined]
+    inner._hypothesis_internal_add_digest = check.id.encode()
+    if options.seed is not None:
+        wrapped = hypothesis.seed(options.seed)(wrapped)
+    try:
+        wrapped()
+    except _Diverged:
+        return last["found"]
+    except _Hopeless:
+        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
+        result.notes.append(f"no case could be judged: {reasons}; stopped after {GIVE_UP_AFTER} cases")
+        return None
+    except HangBudgetSpent:
+        result.notes.append(f"hangs cost more than the per-case timeout ({judge.timeouts.base:g} s): the search "
+                            "stopped early")
+        if "found" in last:
+            return last["found"]
+        raise
+    except herrors.Unsatisfiable:
+        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
+        result.notes.append(f"no case could be judged: {reasons}")
+    except (herrors.FlakyFailure, herrors.Flaky) as exc:  # type: ignore[attr-defined]
+        if "found" in last:
+            result.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
+            return last["found"]
+        raise
+    for reason, n in result.discarded.items():
+        result.notes.append(f"{n} case(s) not judged: {reason}")
+    return None

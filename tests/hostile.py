@@ -1,0 +1,404 @@
+"""Kernels and declarations that must fail (ordinary kernel bugs, mistaken or hostile declarations,
+races, blind spots) and correct kernels that must pass (differences at the edge of the range).
+
+They are the evidence for what a pass and a failure mean; they live in an importable module so
+tdiff's worker processes can find them.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+import tdiff
+from tdiff import strategies as tst
+
+ROWS = tst.tensors(ndim=2, max_side=24, layouts=["contiguous"])
+
+
+def _rows_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+def _reduce_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty(rows, dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+# ---------------------------------------------------------------- five ordinary kernel bugs
+
+@tdiff.check(launch=_rows_launch, reference=lambda x: torch.softmax(x.double(), -1).to(x.dtype),
+             x=tst.tensors(ndim=2, max_side=24, layouts=["contiguous"], values=tst.values(-200, 200, nan=False)))
+@triton.jit
+def softmax_no_max(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+    e = tl.exp(x)  # the bug: no max subtraction, so exp overflows for inputs above ~88
+    tl.store(out_ptr + row * n + cols, e / tl.sum(e, axis=0), mask=cols < n)
+
+
+def _tail_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty(rows, dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, out, cols, BLOCK=8)
+    return out
+
+
+@tdiff.check(launch=_tail_launch, reference=lambda x: x.double().sum(-1).to(x.dtype),
+             x=tst.tensors(ndim=2, max_side=24, layouts=["contiguous"], values=tst.values(-8, 8, specials=False)))
+@triton.jit
+def row_sum_drops_tail(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    for k in range(0, n // BLOCK):  # the bug: floor division drops the row's last partial block
+        offs = k * BLOCK + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@tdiff.check(launch=_reduce_launch, reference=lambda x: x.amax(-1), x=ROWS)
+@triton.jit
+def row_max_zero_fill(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)  # the bug: masked lanes read 0, not -inf
+    tl.store(out_ptr + row, tl.max(x, axis=0))
+
+
+def _rms_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty_like(x)
+    kernel[(rows,)](x, out, cols, 1e-2, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+def _rms_reference(x):
+    x64 = x.double()
+    return (x64 / torch.sqrt((x64 * x64).mean(-1, keepdim=True) + 1e-2)).to(x.dtype)
+
+
+@tdiff.check(launch=_rms_launch, reference=_rms_reference,
+             x=tst.tensors(ndim=2, max_side=24, layouts=["contiguous"], values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def rms_eps_outside(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    ms = tl.sum(x * x, axis=0) / n
+    tl.store(out_ptr + row * n + cols, x / (tl.sqrt(ms) + eps), mask=cols < n)  # the bug: eps outside the sqrt
+
+
+def _tiled_launch(kernel, x):
+    m, n = x.shape
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(m, 4), triton.cdiv(n, 4))](x, out, m, n, BM=4, BN=4)
+    return out
+
+
+@tdiff.check(launch=_tiled_launch, reference=lambda x: x * 2,
+             x=tst.tensors(ndim=2, max_side=20, layouts=["contiguous"], values=tst.values(-8, 8, specials=False)))
+@triton.jit
+def tiled_swapped_ids(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    pid_m = tl.program_id(1)  # the bug: the program ids are swapped
+    pid_n = tl.program_id(0)
+    rm = pid_m * BM + tl.arange(0, BM)[:, None]
+    rn = pid_n * BN + tl.arange(0, BN)[None, :]
+    mask = (rm < M) & (rn < N)
+    tl.store(out_ptr + rm * N + rn, tl.load(x_ptr + rm * N + rn, mask=mask) * 2, mask=mask)
+
+
+# ---------------------------------------------------------------- mistaken or hostile declarations
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * factor, mask=offs < n)
+
+
+def _scale(kernel, x, factor=2.0, grid=None):
+    out = torch.empty_like(x)
+    n = x.numel()
+    kernel[grid or (triton.cdiv(n, 16),)](x, out, n, factor, BLOCK=16)
+    return out
+
+
+X = tst.tensors(shape=(tst.sizes(block=16),), layouts=["contiguous"], values=tst.values(-8, 8, specials=False))
+
+
+def _raises(x):
+    return x.no_such_attribute * 2
+
+
+def _forgot_return(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), 3.0, BLOCK=16)  # computes 3x; returns nothing
+
+
+def _two_outputs(kernel, x):
+    out = _scale(kernel, x)
+    return out, out.clone()
+
+
+def _python_float(kernel, x):
+    return float(_scale(kernel, x).sum())
+
+
+def _int_output(kernel, x):
+    return _scale(kernel, x).to(torch.int32)
+
+
+def _never_launches(kernel, x):
+    return x * 2  # computes with torch; the kernel never runs
+
+
+def _returns_input(kernel, x):
+    _scale(kernel, x)  # the real output is made, written, and dropped
+    return x
+
+
+def _floor_grid(kernel, x):
+    return _scale(kernel, x, grid=(x.numel() // 16,))  # short inputs run no program at all
+
+
+def _returns_dict(kernel, x):
+    return {"out": _scale(kernel, x)}
+
+
+DECLARATIONS = {
+    "reference-raises": dict(launch=_scale, reference=_raises),
+    "reference-shape": dict(launch=_scale, reference=lambda x: (x * 2).reshape(-1, 1)),
+    "two-outputs": dict(launch=_two_outputs, reference=lambda x: x * 2),
+    "python-float": dict(launch=_python_float, reference=lambda x: (x * 2).sum().reshape(1)),
+    "int-output": dict(launch=_int_output, reference=lambda x: x * 2),
+    "never-launched": dict(launch=_never_launches, reference=lambda x: x * 2),
+    "returns-input": dict(launch=_returns_input),
+    "floor-grid": dict(launch=_floor_grid),
+    "forgot-return": dict(launch=_forgot_return, reference=lambda x: x * 2),
+    "reference-none": dict(launch=_scale, reference=lambda x: None),
+    "reference-float64": dict(launch=_scale, reference=lambda x: x.double() * 2),
+    "dict-vs-tensor": dict(launch=_returns_dict, reference=lambda x: x * 2),
+    "wrong-reference": dict(launch=_scale, reference=lambda x: x * 3),
+}
+
+for _name, _decl in DECLARATIONS.items():
+    tdiff.check(name=_name, x=X, **_decl)(scale_kernel)
+
+tdiff.check(name="bad-grid", x=X, reference=lambda x: x * 2,
+            launch=lambda kernel, x: kernel[lambda meta: (1 // 0,)](x, torch.empty_like(x), x.numel(), 2.0, BLOCK=16))(
+    scale_kernel)
+
+
+# ---------------------------------------------------------------- races
+
+def _lost_update_launch(kernel, x):
+    out = torch.zeros(1, dtype=torch.float32, device=x.device)
+    kernel[(triton.cdiv(x.numel(), 8),)](x, out, x.numel(), BLOCK=8)
+    return out
+
+
+@tdiff.check(launch=_lost_update_launch,
+             x=tst.tensors(shape=(tst.sizes(block=8, max_blocks=4),), layouts=["contiguous"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def lost_update(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    s = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    tl.store(out_ptr, tl.load(out_ptr) + s)  # the bug: load, add, store; not tl.atomic_add
+
+
+def _scan_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 8),)](x, out, x.numel(), BLOCK=8)
+    return out
+
+
+@tdiff.check(launch=_scan_launch, reference=lambda x: torch.cumsum(x.double(), 0).to(x.dtype),
+             x=tst.tensors(shape=(tst.sizes(block=8, max_blocks=4),), layouts=["contiguous"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def block_prefix_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.cumsum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    carry = tl.load(out_ptr + pid * BLOCK - 1, mask=pid > 0, other=0.0)  # the previous block's last output
+    tl.store(out_ptr + offs, x + carry, mask=offs < n)
+
+
+def _locked_launch(kernel, x):
+    out = torch.zeros(1, dtype=torch.float32, device=x.device)
+    lock = torch.zeros(1, dtype=torch.int32, device=x.device)
+    kernel[(triton.cdiv(x.numel(), 8),)](x, out, lock, x.numel(), BLOCK=8)
+    return out
+
+
+@tdiff.check(launch=_locked_launch, reference=lambda x: x.double().sum().reshape(1).float(),
+             x=tst.tensors(shape=(tst.sizes(block=8, max_blocks=4),), layouts=["contiguous"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def locked_sum(x_ptr, out_ptr, lock_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    s = tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0)
+    while tl.atomic_cas(lock_ptr, 0, 1) == 1:  # a spin lock: the read-modify-write below is ordered
+        pass
+    tl.store(out_ptr, tl.load(out_ptr) + s)
+    tl.atomic_xchg(lock_ptr, 0)
+
+
+# ---------------------------------------------------------------- blind spots and the range edge
+
+def _add_one_launch(kernel, t):
+    rows, cols = t.shape
+    kernel[(rows,)](t, cols, t.stride(1), BLOCK=triton.next_power_of_2(cols))
+
+
+@tdiff.check(launch=_add_one_launch, reference=lambda t: t.add_(1),
+             t=tst.tensors(ndim=2, max_side=8, layouts=["contiguous", "padded"]))
+@triton.jit
+def add_one_ignores_row_stride(t_ptr, n_cols, stride_col, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    p = t_ptr + row * n_cols + cols * stride_col  # the bug: assumes packed rows
+    tl.store(p, tl.load(p, mask=cols < n_cols) + 1, mask=cols < n_cols)
+
+
+def _atomic_sum_launch(kernel, x):
+    out = torch.zeros(1, dtype=torch.float32, device=x.device)
+    kernel[(triton.cdiv(x.numel(), 4),)](x, out, x.numel(), BLOCK=4)
+    return out
+
+
+@tdiff.check(launch=_atomic_sum_launch, reference=lambda x: x.float().sum().reshape(1),
+             x=tst.tensors(shape=(tst.sizes(block=4, max_blocks=6),), layouts=["contiguous"],
+                           values=tst.values(nan=False)))
+@triton.jit
+def atomic_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def _ln_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty_like(x)
+    kernel[(rows,)](x, out, cols, 1e-5, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+@tdiff.check(launch=_ln_launch, reference=lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=1e-5),
+             x=tst.tensors(ndim=2, max_side=16, layouts=["contiguous"], values=tst.values(nan=False)))
+@triton.jit
+def layer_norm(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    mean = tl.sum(x, axis=0) / n
+    d = tl.where(cols < n, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / n
+    tl.store(out_ptr + row * n + cols, d / tl.sqrt(var + eps), mask=cols < n)
+
+
+def _matmul_launch(kernel, a, b):
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
+    kernel[(1,)](a, b, out, a.shape[0], a.shape[1], b.shape[1], BM=16, BK=32, BN=16)
+    return out
+
+
+@tdiff.check(launch=_matmul_launch, reference=lambda a, b: a @ b,
+             dims={"M": tst.sizes(max_value=16), "K": tst.sizes(max_value=32), "N": tst.sizes(max_value=16)},
+             a=tst.tensors(shape=("M", "K"), layouts=["contiguous"], values=tst.values(nan=False)),
+             b=tst.tensors(shape=("K", "N"), layouts=["contiguous"], values=tst.values(nan=False)))
+@triton.jit
+def small_matmul(a_ptr, b_ptr, c_ptr, M, K, N, BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr):
+    rm = tl.arange(0, BM)[:, None]
+    rk = tl.arange(0, BK)
+    rn = tl.arange(0, BN)[None, :]
+    a = tl.load(a_ptr + rm * K + rk[None, :], mask=(rm < M) & (rk[None, :] < K), other=0.0)
+    b = tl.load(b_ptr + rk[:, None] * N + rn, mask=(rk[:, None] < K) & (rn < N), other=0.0)
+    tl.store(c_ptr + rm * N + rn, tl.dot(a, b), mask=(rm < M) & (rn < N))
+
+
+@tdiff.check(launch=_rows_launch, reference=lambda x: (x.double() / x.double().abs().amax(-1, keepdim=True)
+                                                       .clamp_min(1)).to(x.dtype),
+             x=tst.tensors(ndim=2, max_side=16, layouts=["contiguous"], values=tst.values(-100, 100, specials=False)))
+@triton.jit
+def nan_into_finite(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    big = tl.maximum(tl.max(tl.abs(x), axis=0), 1.0)
+    tl.store(out_ptr + row * n + cols, x / big * (tl.exp(x) / tl.exp(x)), mask=cols < n)  # the bug: inf/inf = NaN
+
+
+# ---------------------------------------------------------------- verdicts on hostile kernels
+
+def _stride_launch(kernel, t):
+    rows, cols = t.shape
+    kernel[(rows,)](t, cols, BLOCK=triton.next_power_of_2(cols))
+
+
+@tdiff.check(launch=_stride_launch, reference=lambda t: t.mul_(2),
+             t=tst.tensors(ndim=2, max_side=8, layouts=["padded"], values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def writes_padding(t_ptr, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    p = t_ptr + row * n_cols + cols  # ignores the row stride: writes into other rows and the padding
+    tl.store(p, tl.load(p, mask=cols < n_cols) * 2, mask=cols < n_cols)
+
+
+def _spin_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+@tdiff.check(launch=_spin_launch, reference=lambda x: x.abs(), timeout=10,
+             x=tst.tensors(shape=(tst.sizes(block=4, max_blocks=2),), layouts=["contiguous"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def spins_on_negative(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    first = tl.load(x_ptr)
+    while first < 0:  # never ends when the first element is negative
+        first = first * 1.0
+    tl.store(out_ptr + offs, tl.abs(x), mask=offs < n)
+
+
+def _inplace_launch(kernel, t):
+    kernel[(1,)](t, t.numel(), BLOCK=triton.next_power_of_2(t.numel()))
+    return t
+
+
+@tdiff.check(launch=_inplace_launch, reference=lambda t: t.mul_(3),
+             t=tst.tensors(shape=(tst.sizes(block=4, max_blocks=2),), layouts=["contiguous"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def inplace_returned(t_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(t_ptr + offs, tl.load(t_ptr + offs, mask=offs < n) * 2, mask=offs < n)  # the bug: 2, not 3
+
+
+# ---------------------------------------------------------------- a known interpreter limitation
+
+def _asm_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+@tdiff.check(launch=_asm_launch, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(tst.sizes(block=4, max_blocks=2),), layouts=["contiguous"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def inline_asm_double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    y = tl.inline_asm_elementwise("add.f32 $0, $1, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    tl.store(out_ptr + offs, y, mask=offs < n)

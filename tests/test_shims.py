@@ -1,0 +1,119 @@
+"""tdiff's interpreter runs what the compiler accepts: each shim is needed (the kernel fails or is
+wrong without it), gives the reference's numbers with it, and is counted."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import tdiff
+from tdiff.backends import shims
+from tdiff.backends.interpreter import InterpreterBackend
+from tdiff.case import Case
+from tdiff.strategies import tensor_arg
+
+
+def _launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), 0.5, BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+@tdiff.check(launch=_launch, reference=lambda x: (x.float() * 3 + 0.5).to(x.dtype),
+             x=tdiff.strategies.tensors(shape=(8,), layouts=["contiguous"]))
+@triton.jit
+def eps_to(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, x * 3 + eps.to(tl.float32), mask=offs < n)  # as liger's RMSNorm does with eps
+
+
+@tdiff.check(launch=_launch, reference=lambda x: ((x * 2.0).float() * 0.5 + 0.5).to(x.dtype),
+             x=tdiff.strategies.tensors(shape=(8,), dtype="bfloat16", layouts=["contiguous"]))
+@triton.jit
+def bf16_math(x_ptr, out_ptr, n, half, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = tl.where(x > 0, x * 2.0, x + x)  # bf16 product with a constant, a bf16 comparison, a bf16 sum
+    tl.store(out_ptr + offs, y.to(tl.float32) * half + 0.5, mask=offs < n)
+
+
+def _run(kernel, x):
+    check = kernel.__tdiff_checks__[0]
+    return InterpreterBackend().run(check, Case({"x": tensor_arg(x)}))
+
+
+@pytest.fixture
+def without(monkeypatch):
+    def switch_off(name):
+        monkeypatch.setitem(shims.ENABLED, name, False)
+
+    return switch_off
+
+
+def test_float_arguments_are_fp32_scalars(without):
+    x = torch.tensor([1.0, -2.0, 3.0, 0.25])
+    out = _run(eps_to, x)
+    assert out.error is None and out.trace.shims[shims.FLOAT_ARGS] == 1
+    assert out.returned.values.tolist() == [3.5, -5.5, 9.5, 1.25]
+    without(shims.FLOAT_ARGS)
+    out = _run(eps_to, x)
+    assert out.error is not None and "'float' object has no attribute 'to'" in out.error.message
+
+
+def _promote_launch(kernel, x):
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    kernel[(1,)](x, out, x.numel(), 0.5, BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+@tdiff.check(launch=_promote_launch, reference=lambda x: torch.full(x.shape, 0.5),
+             x=tdiff.strategies.tensors(shape=(4,), dtype="float16", layouts=["contiguous"],
+                                        values=tdiff.strategies.values(-2000, 2000, specials=False)))
+@triton.jit
+def promotes(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, (x + eps) - x, mask=offs < n)
+
+
+def test_float_arguments_promote_as_compiled(without):
+    # the compiler types a float argument fp32: fp16 + eps is computed in fp32 (0.5 exactly); a Python
+    # float would keep it fp16, where 2000 + 0.5 rounds back to 2000
+    x = torch.tensor([2000.0, 1.0, -2000.0, 0.0], dtype=torch.float16)
+    out = _run(promotes, x)
+    assert out.error is None and out.returned.values.tolist() == [0.5] * 4
+    without(shims.FLOAT_ARGS)
+    out = _run(promotes, x)
+    assert out.returned.values.tolist() == [0.0, 0.5, 0.0, 0.5]
+
+
+@pytest.mark.skipif(hasattr(__import__("triton.runtime.interpreter").runtime.interpreter.InterpreterBuilder,
+                            "get_bf16"), reason="this Triton's interpreter has bf16 constants (3.9+)")
+def test_bf16_constants(without):
+    x = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=torch.bfloat16)
+    without(shims.BF16_CONSTANTS)
+    out = _run(bf16_math, x)
+    assert out.error is not None and "get_bf16" in out.error.message
+    assert out.error.kind == "limitation" and out.error.limitation == "bf16-constant"
+
+
+def test_bf16_arithmetic_on_values_not_bits(without):
+    x = torch.tensor([1.0, -2.0, 3.0, 0.5, -0.25, 0.0, 7.0, -5.0], dtype=torch.bfloat16)
+    want = ((x * 2.0).float() * 0.5 + 0.5).to(torch.bfloat16)
+    out = _run(bf16_math, x)
+    assert out.error is None and out.trace.shims[shims.BF16_ARITH] > 0
+    got = torch.from_numpy(out.returned.values).view(torch.bfloat16)
+    assert torch.equal(got, want)
+    without(shims.BF16_ARITH)
+    out = _run(bf16_math, x)
+    got = torch.from_numpy(out.returned.values).view(torch.bfloat16)
+    assert not torch.equal(got, want)  # stock: numpy arithmetic on the bits
+
+
+def test_shims_are_counted_in_the_summary():
+    from tdiff.summary import check_lines, record
+
+    (r,) = tdiff.verify(eps_to, profile="ci", max_examples=5, corpus_dir=None, repro_dir=None, isolation="none")
+    lines = "\n".join(check_lines(record(r)))
+    assert f"interpreter: worked around {shims.FLOAT_ARGS} in 5 case(s)" in lines

@@ -1,0 +1,283 @@
+"""What a pass and a failure mean: kernel bugs and hostile declarations fail with the right verdict,
+races are seen in one run, nothing unobserved passes, errors never become passes, and correct
+kernels at the edge of the range pass. CPU only (GPU counterparts are in test_gpu.py)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tdiff
+from tdiff import verdict as V
+from tdiff.case import Case
+from tdiff.strategies import tensor_arg
+from tests import hostile as H
+from tests import kernels as K
+
+OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5)
+
+
+def run(kernel, name="tdiff", **changes):
+    (check,) = [c for c in tdiff.checks_of(kernel) if c.name == name]
+    return tdiff.Runner(OPTS.with_(**changes)).run_check(check)
+
+
+def label(result):
+    return [d.verdict.label for d in result.failures]
+
+
+@pytest.mark.parametrize("kernel", [H.softmax_no_max, H.row_sum_drops_tail, H.row_max_zero_fill, H.rms_eps_outside,
+                                    H.tiled_swapped_ids], ids=lambda k: k.fn.__name__)
+def test_ordinary_kernel_bugs_fail_against_the_reference(kernel):
+    r = run(kernel)
+    assert r.status == "failed", r.report()
+    assert label(r)[0] in (V.VS_REFERENCE, V.UNOBSERVED_RESULT), r.report()
+
+
+@pytest.mark.parametrize("name,verdict", [
+    ("reference-raises", "reference error"),
+    ("reference-shape", V.STRUCTURE),
+    ("two-outputs", V.STRUCTURE),
+    ("python-float", V.STRUCTURE),
+    ("int-output", V.STRUCTURE),
+    ("never-launched", V.NEVER_LAUNCHED),
+    ("returns-input", V.UNOBSERVED_RESULT),
+    ("floor-grid", V.UNOBSERVED_RESULT),
+    ("forgot-return", V.UNOBSERVED_RESULT),
+    ("reference-none", V.STRUCTURE),
+    ("reference-float64", V.STRUCTURE),
+    ("dict-vs-tensor", V.STRUCTURE),
+    ("wrong-reference", V.VS_REFERENCE),
+])
+def test_mistaken_and_hostile_declarations_fail(name, verdict):
+    r = run(H.scale_kernel, name)
+    assert r.status == "failed" and label(r) == [verdict], r.report()
+
+
+def test_a_failing_reference_fails_on_the_first_case():
+    r = run(H.scale_kernel, "reference-raises", shrink_budget=0)
+    assert r.first_failure == 1 and "AttributeError" in r.report()
+
+
+def test_lost_update_is_a_race_in_one_run_without_a_gpu_or_reference(tmp_path):
+    r = run(H.lost_update, repro_dir=tmp_path)
+    assert r.opinions == ("interpreter", "interpreter:reversed")
+    (d,) = r.failures
+    assert d.verdict.label == V.RACE and d.verdict.kind == "race"
+    assert "program 0 and program 1" in d.report and "without atomics" in d.report
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 1 and '"kind": "race"' in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_an_inter_program_dependency_is_a_race_with_a_reference_and_no_gpu():
+    r = run(H.block_prefix_sum)
+    assert label(r) == [V.RACE] and "read of an element another program wrote" in r.report()
+
+
+def test_programs_synchronized_by_atomics_pass_and_say_so():
+    r = run(H.locked_sum)
+    assert r.status == "passed", r.report()
+    assert any("synchronize through atomic_cas" in line for line in r.caveat_lines())
+
+
+def test_a_bug_in_a_padded_view_fails_whatever_else_the_tensor_holds():
+    # a padded float32[8, 2] view (strides (6, 1)) holding the dtype's lowest value: the kernel
+    # ignores the row stride, so rows land in the padding and ten elements never get their +1
+    storage = np.full(8 * 6, np.nan, np.float32)
+    values = np.arange(16, dtype=np.float32).reshape(8, 2)
+    values[3, 1] = np.finfo(np.float32).min
+    t = torch.from_numpy(storage).as_strided((8, 2), (6, 1))
+    t.copy_(torch.from_numpy(values))
+    judge = tdiff.Runner(OPTS.with_(isolation="none")).judge(H.add_one_ignores_row_stride.__tdiff_checks__[0],
+                                                             tdiff.Runner(OPTS).new_result(
+                                                                 H.add_one_ignores_row_stride.__tdiff_checks__[0]))
+    v, ev = judge.verdict(Case({"t": tensor_arg(t, "padded")}))
+    assert v.failed and v.label == V.OUTSIDE_VIEW
+    (pair,) = ev.pairs
+    (m,) = [m for m in pair.comparison.mismatches if m.target == "t"]
+    # the values are compared too: ten elements miss their +1 and nine differ (lowest + 1 == lowest in
+    # float32): none hides behind the extreme one
+    assert m.count == 9 and (3, 0) in [e[0] for e in m.examples]
+
+
+def test_element_tolerance_follows_each_elements_inputs():
+    # the same one-unit error passes nowhere, whatever other elements hold, for an elementwise kernel
+    from tdiff.backends.interpreter import InterpreterBackend
+    from tdiff.compare import Rules, compare
+    from tdiff.targets import view
+
+    check = K.double_kernel.__tdiff_checks__[0]
+    x = torch.tensor([1.0, 2.0, -3.4e38, 4.0, 1e30, 0.5])
+    case = Case({"x": tensor_arg(x)})
+    good = InterpreterBackend().run(check, case)
+    bad = InterpreterBackend().run(check, case)
+    bad.returned.values[[0, 3]] += 1.0
+    cmp = compare(good, bad, case, Rules(guide=view(good, case)))
+    (m,) = cmp.mismatches
+    assert m.count == 2 and m.examples[0][0] == (0,)
+    scale = view(good, case).targets["returned"].scale
+    assert scale[0] == 2.0 and scale[2] == pytest.approx(3.4e38)  # each element its own dataflow magnitude
+
+
+def test_differences_at_the_range_edge_pass_with_a_note():
+    judge_of = {}
+
+    def verdict(kernel, **inputs):
+        check = kernel.__tdiff_checks__[0]
+        runner = tdiff.Runner(OPTS.with_(isolation="none"))
+        judge = judge_of.setdefault(kernel, runner.judge(check, runner.new_result(check)))
+        return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}))
+
+    top = float(np.finfo(np.float32).max)
+    v, _ = verdict(H.atomic_sum, x=torch.tensor([top, top, -top, 1.0, top, 2.0, 3.0, -top]))
+    assert not v.failed, v
+    v, _ = verdict(H.layer_norm, x=torch.tensor([[top, 1.0, 2.0, -top], [1.0, 2.0, 3.0, 4.0]]))
+    assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
+    a = torch.tensor([[top, 1.0], [float("inf"), -2.0]])
+    v, _ = verdict(H.small_matmul, a=a, b=torch.tensor([[1.0, -1.0], [top, 3.0]]))
+    assert not v.failed, v
+
+
+def test_nan_where_the_exact_result_is_finite_fails():
+    r = run(H.nan_into_finite)
+    assert label(r) == [V.VS_REFERENCE] and "NaN" in r.report(), r.report()
+
+
+def test_writes_outside_the_view_have_their_own_verdict():
+    r = run(H.writes_padding)
+    assert label(r) == [V.OUTSIDE_VIEW], r.report()
+    # and a compiled side doing the same twice is not "nondeterministic"
+    r = run(H.writes_padding, backends=("tests.faulty:FakeCompiledExact", "interpreter"))
+    assert label(r) == [V.OUTSIDE_VIEW], r.report()
+
+
+def test_a_hang_costs_about_twice_the_timeout_and_leaves_a_reproducer(tmp_path):
+    check = H.spins_on_negative.__tdiff_checks__[0]
+    run(H.inplace_returned)  # (the worker processes are started)
+    r = run(H.spins_on_negative, repro_dir=tmp_path, shrink_budget=60)
+    assert label(r) == ["interpreter error"] and "timeout" in r.report()
+    # not a timeout per shrink step and rerun: the first hang, half a timeout more of hangs, worker restarts
+    # and the reproducer's own run
+    assert r.wall < 2.5 * check.timeout, r.wall
+    (d,) = r.failures
+    assert d.repro_path is not None, d.repro_note
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent, timeout=120)
+    assert ran.returncode == 1 and "timeout" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_a_kernel_updating_its_input_in_place_gets_a_reproducer(tmp_path):
+    r = run(H.inplace_returned, repro_dir=tmp_path)
+    (d,) = r.failures
+    assert d.repro_path is not None, d.repro_note
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 1 and '"kind": "values"' in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_an_out_of_bounds_reproducer_exits_1_then_0_once_fixed(tmp_path):
+    r = run(K.masked_tail_bug, repro_dir=tmp_path)
+    (d,) = r.failures
+    assert d.verdict.label == V.OUT_OF_BOUNDS and d.repro_path is not None, d.repro_note
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 1 and '"kind": "oob"' in ran.stdout, ran.stdout + ran.stderr
+    text = d.repro_path.read_text()
+    assert "mask = offs <= n" in text
+    d.repro_path.write_text(text.replace("mask = offs <= n", "mask = offs < n"))
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+# ---------------------------------------------------------------- errors never become passes
+
+@pytest.mark.parametrize("kernel", [K.double_kernel, K.double_noref], ids=["with-reference", "without"])
+def test_a_compiled_backend_that_always_raises_fails(kernel):
+    r = tdiff.Runner(OPTS.with_(backends=("tests.faulty:AlwaysRaises", "interpreter"))).run_check(
+        tdiff.checks_of(kernel)[0])
+    assert r.status == "failed" and label(r) == ["compiled error"], r.report()
+    assert "NotImplementedError" in r.report()
+
+
+def test_a_limitation_next_to_a_crash_reports_the_crash():
+    r = tdiff.Runner(OPTS.with_(backends=("tests.faulty:CrashingCompiled", "tests.faulty:LimitedInterpreter"))) \
+        .run_check(K.double_noref.__tdiff_checks__[0])
+    (d,) = r.failures
+    assert d.verdict.kind == "error" and d.verdict.targets == ("tests.faulty:CrashingCompiled",), r.report()
+    assert "SIGSEGV" in r.report() and "limitation" not in d.verdict.label
+
+
+def test_a_real_interpreter_limitation_skips_the_check_and_names_it():
+    r = run(H.inline_asm_double)
+    assert r.status == "skipped" and r.judged == 0 and r.cases <= 10
+    assert "inline PTX assembly" in " ".join(r.notes)
+
+
+def test_a_limited_corpus_entry_is_not_passed(tmp_path):
+    from tdiff import corpus
+    from tdiff.cli import main
+
+    check = H.inline_asm_double.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.ones(4))})
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    v, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    assert v.label == V.NOT_JUDGED
+    fake = V.Verdict("interpreter wrong", kind="values")
+    path = corpus.write(tmp_path, check, case, fake, ev)
+    result = runner.new_result(check)
+    assert runner.replay_entry(check, corpus.Entry(path), result) == "not judged"
+    assert result.replayed == [(path.name, "not judged")]
+    assert main(["replay", str(path), "--isolation", "none"]) == 1
+
+
+def test_isolation_none_stops_a_hang_with_its_watchdog():
+    r = run(K.hang_kernel, isolation="none", timeout=2, max_examples=5)
+    assert r.status == "failed" and "in-process watchdog" in r.report()
+
+
+def test_a_broken_cuda_install_is_an_error_not_zero_gpus(monkeypatch):
+    import ctypes
+
+    from tdiff import gpus
+
+    class Driver:
+        def cuInit(self, flags):
+            return 999
+
+        def cuDeviceGetCount(self, ref):
+            return 999
+
+    monkeypatch.setattr(gpus, "torch_has_cuda", lambda: True)
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Driver())
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus._probe.cache_clear()
+    try:
+        with pytest.raises(gpus.GPUError, match="unusable"):
+            gpus.device_count()
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        assert gpus.device_count() == 0  # the way out the message names
+    finally:
+        gpus._probe.cache_clear()
+
+
+def test_a_malformed_check_attribute_is_an_error_not_nothing():
+    from tdiff.declaration import CHECKS_ATTR
+
+    kernel = K.double_kernel
+    saved = getattr(kernel, CHECKS_ATTR)
+    try:
+        setattr(kernel, CHECKS_ATTR, "junk")
+        with pytest.raises(tdiff.DeclarationError):
+            tdiff.checks_of(kernel)
+    finally:
+        setattr(kernel, CHECKS_ATTR, saved)
+
+
+def test_a_failing_grid_is_an_error():
+    r = run(H.scale_kernel, "bad-grid")
+    assert label(r) == ["interpreter error"] and "ZeroDivisionError" in r.report(), r.report()

@@ -220,8 +220,9 @@ def check(
     backends: the pair of backends to compare, overriding the run's default.
     configs: indices of the autotune configs to test (default: all).
     marks: pytest marks for the check's test item (e.g. `pytest.mark.slow`).
-    max_compiles: specializations the check may compile before drawn cases needing new ones are
-    skipped (None: the run's default, 8; 0: no limit).
+    max_compiles: compiles the check may spend on new combinations of specialization classes it has
+    compiled before (new classes are always compiled); past it such cases run without the compiled
+    backend (None: the run's compile budget, 30 s; 0: no limit).
     Every other keyword names an input: a hypothesis strategy, a tdiff strategy, a list of
     choices (e.g. constexpr values) or a constant.
     """

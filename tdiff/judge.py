@@ -107,6 +107,7 @@ class CaseJudge:
             self.result.seconds[o.backend] = self.result.seconds.get(o.backend, 0.0) + o.seconds
             self.result.compiles += o.compiles
             self.result.compile_seconds += o.compile_seconds
+            self.result.cache_loads += o.cache_loads
         return outcomes
 
     def _outcomes(self, case: Case, opinions: Opinions) -> dict[str, Outcome]:

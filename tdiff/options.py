@@ -25,8 +25,11 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("isolation", str, "isolation", "process (workers; a crash or hang fails one case) or none (in this process; "
                                     "hangs are stopped by a watchdog on the main thread)"),
     ("shrink-budget", float, "shrink_budget", "seconds tdiff spends shrinking a divergence (default 60)"),
-    ("max-compiles", int, "max_compiles", "specializations a check compiles before drawn cases needing new ones "
-                                          "run without the compiled backend (default 8; 0: no limit)"),
+    ("compile-budget", float, "compile_budget", "compile seconds a check may spend on new combinations of "
+                                                "specialization classes it has compiled before (new classes are "
+                                                "always compiled); past it, such cases run without the compiled "
+                                                "backend (default 30; 0: no limit)"),
+    ("max-compiles", int, "max_compiles", "the same budget as a number of compiles (default 0: no limit)"),
 ]
 
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
@@ -64,6 +67,8 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
         raise ValueError("--tdiff-isolation must be process or none")
     if changes.get("max_compiles", 0) < 0:
         raise ValueError("--tdiff-max-compiles must be 0 (no limit) or more")
+    if changes.get("compile_budget", 0) < 0:
+        raise ValueError("--tdiff-compile-budget must be 0 (no limit) or more seconds")
     if changes.get("timeout", 1) <= 0:
         raise ValueError("--tdiff-timeout must be positive")
     if gpu is not None:

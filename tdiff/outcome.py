@@ -165,8 +165,9 @@ class Outcome:
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
-    compiles: int = 0
+    compiles: int = 0  # specializations compiled by this run
     compile_seconds: float = 0.0
+    cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
     launch_keys: tuple | None = None  # each launch's specialization (see tdiff.specialization), where known
     device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
     # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}

@@ -47,6 +47,7 @@ class CheckResult:
     seconds: dict[str, float] = field(default_factory=dict)
     compiles: int = 0
     compile_seconds: float = 0.0
+    cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
     wall: float = 0.0
     pair_note: str | None = None  # why these opinions (e.g. no GPU)

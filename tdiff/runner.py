@@ -69,9 +69,10 @@ class Runner:
                 for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):
                     self.replay_entry(check, entry, result, judge)
             found = search(judge, budget, lambda case: self.predict_keys(check, case))
-            result.budget_skipped, result.budget_beyond = budget.skipped, budget.beyond
+            result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
+            result.notes += [f"specialization classes: {line}" for line in budget.coverage()]
             if found is not None:
                 result.divergences.append(self.finish(check, judge, found))
         except DivergenceError:
@@ -95,9 +96,11 @@ class Runner:
 
     def budget(self, check: Check, opinions: Opinions) -> CompileBudget:
         """The check's compile budget; none when no opinion compiles (interpreter, reference)."""
-        limit = check.max_compiles if check.max_compiles is not None else self.options.max_compiles
-        compiles = any(k not in ("interpreter", "reference") for k in opinions.kinds)
-        return CompileBudget(limit if compiles else None)
+        if not any(k not in ("interpreter", "reference") for k in opinions.kinds):
+            return CompileBudget()
+        if check.max_compiles is not None:  # the check's own count replaces the run's budget
+            return CompileBudget(None, check.max_compiles)
+        return CompileBudget(self.options.compile_budget, self.options.max_compiles)
 
     def predict_keys(self, check: Check, case: Case) -> tuple | None:
         """The launch keys a case would compile, from a dry launch in a CPU worker (None: unknown)."""

@@ -63,13 +63,13 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
         if drawn is not None and drawn[0] == layout_of(case):
             compiled, keys = drawn[1], drawn[2]
         opinions = judge.opinions if compiled or compile_free is None else compile_free
-        before = result.compiles
+        before, before_s = result.compiles, result.compile_seconds
         verdict, ev = judge.verdict(case, opinions=opinions)
-        if compiled and budget.limit:
+        if compiled and budget.active:
             reported = [k for o in ev.outcomes.values() if o.launch_keys is not None for k in o.launch_keys]
             if not reported and any(k == "compiled" for k in opinions.kinds):
                 reported = list(keys if keys is not None else (predict(case) or ()))
-            budget.ran(reported, result.compiles - before)
+            budget.ran(reported, result.compiles - before, result.compile_seconds - before_s)
         elif not compiled:
             result.caveat("budget", "past the compile budget: compared without the compiled backend")
         result.cases += 1
@@ -86,7 +86,7 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
             raise _Diverged(str(verdict))
 
     settings = hypothesis_settings(options, check.max_examples)
-    wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.limit else None))(test))
+    wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None))(test))
     inner = wrapped.hypothesis.inner_test  # type: ignore[attr-defined]
     inner._hypothesis_internal_add_digest = check.id.encode()
     if options.seed is not None:

@@ -40,7 +40,8 @@ class RunOptions:
     verdict: bool = True
     sample_threshold: int = 64  # grids with more programs than this are sampled by the interpreter
     sample_size: int = 8  # random programs interpreted besides first, last and mask-tail ones
-    max_compiles: int = 8  # specializations a check may compile before new ones are skipped (0: no limit)
+    compile_budget: float = 30.0  # compile seconds per check on new combinations of classes (0: no limit)
+    max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)
     database: Any = None  # a hypothesis ExampleDatabase; None: the profile decides
     gpu: int | None = None
 

@@ -25,6 +25,7 @@ def record(result: Any) -> dict:
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "compiles": result.compiles,
         "compile_seconds": round(result.compile_seconds, 3),
+        "cache_loads": result.cache_loads,
         "budget_skipped": result.budget_skipped,
         "budget_beyond": result.budget_beyond,
         "hang_timeout": result.hang_timeout,
@@ -53,6 +54,8 @@ def check_lines(s: dict) -> list[str]:
     times = ", ".join(f"{k} {v:.2f}s" for k, v in s["seconds"].items())
     replay = f", replayed {len(s['replayed'])}" if s["replayed"] else ""
     comp = f", {s['compiles']} compiles ({s['compile_seconds']:.1f}s)" if s["compiles"] else ""
+    if s.get("cache_loads"):
+        comp += f", {s['cache_loads']} loaded from Triton's cache"
     judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
     lines = [f"{s['status'].upper():7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}; "
              f"{vtext}; {s['wall']:.1f}s ({times}{comp})"]
@@ -80,13 +83,14 @@ def check_lines(s: dict) -> list[str]:
 
 def total_lines(summaries: list[dict]) -> list[str]:
     totals: dict[str, float] = defaultdict(float)
-    cases = judged = compiles = 0
+    cases = judged = compiles = loads = 0
     compile_seconds = 0.0
     shims: dict[str, int] = defaultdict(int)
     for s in summaries:
         cases += s["cases"]
         judged += s["judged"]
         compiles += s["compiles"]
+        loads += s.get("cache_loads", 0)
         compile_seconds += s["compile_seconds"]
         for k, v in s["seconds"].items():
             totals[k] += v
@@ -94,6 +98,8 @@ def total_lines(summaries: list[dict]) -> list[str]:
             shims[k] += v
     t = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(totals.items()))
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
+    if loads:
+        comp += f", {loads} loaded from Triton's cache"
     lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases ({judged} judged); "
              f"time in backends: {t}{comp}"]
     if shims:

@@ -155,6 +155,21 @@ class FakeCompilingCheap(FakeCompiling):
     compile_seconds = 0.01
 
 
+class FakeCompilingWrongOnOne(FakeCompiling):
+    """Compiles like `FakeCompiling`, and is wrong only in the specialization where an integer
+    argument equals 1 (a one-element input)."""
+
+    compile_seconds = 0.01
+
+    def make_session(self, plan):
+        s = super().make_session(plan)
+        if any(a.numel == 1 for a in plan.case.tensors().values()):
+            s.delta, s.relative = 1.0, False
+        else:
+            s.delta = 0.0
+        return s
+
+
 class FakeCompilingWrongOnHuge(FakeCompiling):
     """Compiles like `FakeCompiling`, and stores wrong results wherever a value exceeds 1e4."""
 

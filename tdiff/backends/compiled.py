@@ -33,6 +33,17 @@ def _cache_size(jit: JITFunction) -> int:
     return sum(len(entry[0]) for entry in caches.values())
 
 
+def _disk_entries() -> int:
+    """Entries in Triton's on-disk cache (TRITON_CACHE_DIR, default ~/.triton/cache): a real compile
+    adds one; loading a specialization compiled by an earlier run does not."""
+    try:
+        from triton import knobs
+
+        return len(os.listdir(knobs.cache.dir))
+    except (ImportError, AttributeError, OSError):
+        return -1
+
+
 def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JITFunction, original: Any,
                     args: tuple, grid: Any, warmup: bool, kwargs: dict) -> Any:
     """Record one launch, then launch it compiled; count compiles and their time."""
@@ -46,12 +57,17 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         options = {k: v for k, v in kwargs.items() if k not in names}
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
         outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
-    before = _cache_size(jit)
+    before, on_disk = _cache_size(jit), _disk_entries()
     t0 = time.perf_counter()
     out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
-    if _cache_size(jit) > before:
-        outcome.compiles += _cache_size(jit) - before
-        outcome.compile_seconds += time.perf_counter() - t0
+    new = _cache_size(jit) - before
+    if new > 0:
+        seconds = time.perf_counter() - t0
+        if on_disk >= 0 and _disk_entries() == on_disk:  # loaded from Triton's cache: an earlier run compiled it
+            outcome.cache_loads += new
+        else:
+            outcome.compiles += new
+            outcome.compile_seconds += seconds
     return out
 
 

@@ -146,8 +146,9 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | floa
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if tol.exact:
         if raw_a is not None and raw_b is not None:
-            same = raw_a.view(np.uint8).reshape(*raw_a.shape, -1) == raw_b.view(np.uint8).reshape(*raw_b.shape, -1)
-            same = same.all(axis=-1)
+            ra, rb = np.ascontiguousarray(raw_a).reshape(-1), np.ascontiguousarray(raw_b).reshape(-1)
+            same = (ra.view(np.uint8).reshape(ra.size, -1) == rb.view(np.uint8).reshape(rb.size, -1)).all(axis=-1)
+            same = same.reshape(raw_a.shape)
         else:
             same = (a == b) & (np.signbit(a) == np.signbit(b))
         return same | (nan_a & nan_b)
@@ -249,6 +250,10 @@ class Rules:
         return found
 
     def tolerance_for(self, path: str, dt: str, ops: set[str] | None) -> Tolerance:
+        """The tolerance of a target, from the ops the kernel ran and the target's dtype (arithmetic
+        in a narrower type than the output's is not forgiven: accumulating in fp16 is a classic bug;
+        a check whose kernel does it on purpose declares the tolerance it accepts); the check's own
+        tolerances override it."""
         base = resolve(self.tolerance, from_ops(ops, dt), dt)
         return resolve(self.tolerances.get(path), base, dt)
 
@@ -296,6 +301,10 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
             if guide.writers is not None and sampled is not None:
                 known = guide.writers >= 0
             scale = np.where(known, guide.scale, coarse)
+            if guide.overflow is not None and guide.loaded is not None:
+                # an overflow or underflow upstream: the error scale no longer bounds the error;
+                # judge such an element against the inputs its program loaded
+                scale = np.where(guide.overflow, np.maximum(scale, guide.loaded), scale)
             if not known.all():
                 cmp.coarse.append(path)
         else:
@@ -312,6 +321,12 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
             return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)
     m.edge_pending = pending
+    if guide is not None and guide.precision > ta.dtype.eps and ta.dtype.is_float and not tol.exact:
+        narrow = next((n for n in ("float32", "float16", "bfloat16") if dtypes.dtype(n).eps >= guide.precision),
+                      "bfloat16")
+        m.message += (f" (the kernel's arithmetic behind `{path}` ran in {narrow}, narrower than its {ta.dtype.name}: "
+                      f"if that is intended, declare tolerances={{{path!r}: tdiff.Tolerance.preset(\"arith\", "
+                      f"{narrow!r})}})")
     cmp.mismatches.append(m)
 
 
@@ -324,7 +339,10 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     intermediate or the exact result at the edge, or the reference overflowed where the kernel's
     result matches the float64 run. Returns the mismatches left, and how many of them are edge
     differences the float64 run (not there yet) might let pass."""
-    edge = range_edge(va, vb, dt) & bad
+    edge = range_edge(va, vb, dt)
+    if guide is not None and guide.overflow is not None and guide.overflow.shape == bad.shape:
+        edge = edge | guide.overflow  # an overflow upstream can end in a finite value (rsqrt(inf) = 0)
+    edge &= bad
     if not edge.any():
         return bad, 0
     coarse = guide is None or guide.scale is None
@@ -344,8 +362,8 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
         t = exact.values
         with np.errstate(invalid="ignore"):
             inherent |= ~np.isfinite(t) | (np.abs(t) >= top / 2)
-            if exact.scale is not None:
-                inherent |= exact.scale > top
+        if exact.overflow is not None:  # an intermediate beyond the dtype's range, in exact arithmetic
+            inherent |= exact.overflow
         loose = tol.loosened(4)
         for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
             if name.split(":")[0] == "reference":  # a reference in the case's precision may overflow

@@ -74,13 +74,34 @@ def arg_names(jit: JITFunction) -> list[str]:
     return list(signature(jit.fn).parameters)
 
 
+class NoCache(dict):
+    """A cache that keeps nothing: wrappers that cache a launched kernel (FlagGems' LibEntry) and
+    relaunch it directly would skip tdiff's launch (no record, no interpreter)."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+
+def _uncached(layer: Any) -> None:
+    for name, value in list(vars(layer).items()):
+        if "cache" not in name or name == "cache" and isinstance(layer, Autotuner):
+            continue
+        if isinstance(value, dict):
+            setattr(layer, name, NoCache())
+        elif isinstance(value, (tuple, list)) and value and all(isinstance(v, dict) for v in value):
+            setattr(layer, name, type(value)(NoCache() for _ in value))
+
+
 def rebuild(kernel: Any, leaf: Any, config: int | None) -> Any:
-    """A copy of the kernel's layers around `leaf`; an autotuner is pinned to config `config`."""
+    """A copy of the kernel's layers around `leaf`; an autotuner is pinned to config `config`; the
+    layers' own kernel caches keep nothing (every launch goes through `JITFunction.run`)."""
     outer, _ = layers(kernel)
     tuners = [layer for layer in outer if isinstance(layer, Autotuner)]
     inner = leaf
     for layer in reversed(outer):
         c = copy.copy(layer)
+        if not isinstance(layer, (Autotuner, Heuristics)):
+            _uncached(c)
         c.fn = inner
         if isinstance(layer, Autotuner):
             index = config if (config is not None and layer is tuners[0]) else 0

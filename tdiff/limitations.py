@@ -38,6 +38,10 @@ KNOWN: tuple[Limitation, ...] = (
                (NotImplementedError,), r"inline_asm not supported in interpreter"),
     Limitation("tensor-descriptor", "tensor descriptors / TMA the interpreter does not model",
                (NotImplementedError, AttributeError), r"(?i)descriptor"),
+    Limitation("libdevice", "a libdevice function tdiff's interpreter has no numpy version of",
+               (NotImplementedError,), r"libdevice function \S+ has no interpreter shim", in_interpreter=False),
+    Limitation("bf16-atomic", "a bf16 atomic operation tdiff's interpreter does not emulate",
+               (NotImplementedError,), r"bf16 atomic \S+ is not supported", in_interpreter=False),
 )
 
 

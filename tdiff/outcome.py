@@ -145,6 +145,8 @@ class Trace:
     scales: dict[str, np.ndarray] = field(default_factory=dict)  # dataflow magnitude of each element
     overflow: dict[str, np.ndarray] = field(default_factory=dict)  # an overflow upstream of the element
     edges: dict[str, np.ndarray] = field(default_factory=dict)  # inputs near the dtype's limits fed it
+    precision: dict[str, float] = field(default_factory=dict)  # unit roundoff of the arithmetic behind it
+    loaded: dict[str, np.ndarray] = field(default_factory=dict)  # the storing program's largest input
     races: list[Race] = field(default_factory=list)
     sync: list[str] = field(default_factory=list)  # how programs synchronize: "atomic_cas", "atomic_xchg", ...
     empty_launches: int = 0  # launches whose grid had no program

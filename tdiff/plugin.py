@@ -191,16 +191,23 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return TdiffModule.from_parent(parent, path=file_path)
 
 
-def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: Any) -> list[pytest.Item] | None:
-    if _session(collector.config) is None or isinstance(collector, TdiffModule):
-        return None
-    module = getattr(getattr(collector, "module", None), "__name__", None)
-    from .declaration import checks_of
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """A test module's items, plus an item for each check the module declares (on its own kernels or
+    on kernels imported from elsewhere, bound to a name or not), once."""
+    outcome = yield
+    if _session(collector.config) is None or not isinstance(collector, pytest.Module) \
+            or isinstance(collector, TdiffModule):
+        return
+    report = outcome.get_result()
+    path = Path(str(collector.path))
+    if report.outcome != "passed" or (_in_tdiff_paths(collector.config, path)
+                                      and not _is_test_module(collector.config, path)):
+        return  # (a module under tdiff_paths named on the command line: its TdiffModule has the checks)
+    from .declaration import declared_in
 
-    checks = [c for c in checks_of(obj) if c.module == module]  # declared in this module, once
-    if not checks:
-        return None
-    return [TdiffItem.from_parent(collector, name=c.item_name, check=c) for c in checks]
+    module = getattr(collector.obj, "__name__", None)
+    report.result.extend(TdiffItem.from_parent(collector, name=c.item_name, check=c) for c in declared_in(module))
 
 
 class TdiffModule(pytest.Module):

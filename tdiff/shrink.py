@@ -19,6 +19,8 @@ from .verdict import Verdict
 
 Judge = Callable[[Case], "tuple[Verdict, Evidence]"]
 
+MAX_EVALUATIONS = 200  # runs of the case the value-zeroing step may spend (besides the time budget)
+
 
 @dataclass
 class ShrinkInfo:
@@ -79,13 +81,17 @@ def shrink(case: Case, verdict: Verdict, evidence: Evidence, judge: Judge,
     """Reduce `case` while `judge(case)` still fails like `verdict`; stop after `budget` seconds."""
     t0 = time.perf_counter()
     info = ShrinkInfo(_size(case, evidence), _size(case, evidence), 0.0)
+    # a run takes about as long as the case's slowest backend did: stop before one would overrun
+    estimate = [max([o.seconds for o in evidence.outcomes.values()] or [0.0])]
 
     def attempt(candidate: Case) -> tuple[Verdict, Evidence] | None:
-        if time.perf_counter() - t0 > budget:
+        if info.out_of_time or time.perf_counter() - t0 + estimate[0] > budget:
             info.out_of_time = True
             return None
         info.evaluations += 1
+        t = time.perf_counter()
         got = judge(candidate)
+        estimate[0] = max(estimate[0], time.perf_counter() - t)
         return got if same_failure(got[0], verdict) else None
 
     # 1. layouts: contiguous wherever that still fails
@@ -105,20 +111,27 @@ def shrink(case: Case, verdict: Verdict, evidence: Evidence, judge: Judge,
             continue
         zeroed = 0
         chunk = n
+        vals = arg.values().reshape(-1)
         while chunk >= 1 and not info.out_of_time:
+            nonzero = vals.astype(np.float64) != 0 if vals.dtype != np.bool_ else vals.copy()
+            if not nonzero.any():
+                break
             for start in range(0, n, chunk):
-                arg = case.tensors()[name]
-                vals = arg.values().reshape(-1)
+                if info.out_of_time or info.evaluations > MAX_EVALUATIONS:
+                    break
                 pos = np.arange(start, min(start + chunk, n))
-                pos = pos[vals[pos].astype(np.float64) != 0] if vals.dtype != np.bool_ else pos[vals[pos]]
+                pos = pos[nonzero[pos]]
                 if pos.size == 0:
                     continue
+                arg = case.tensors()[name]
                 candidate = Case({**case.inputs, name: zero(arg, pos)}, case.config, case.dims)
                 got = attempt(candidate)
                 if got is not None:
                     case, (verdict, evidence) = candidate, got
                     zeroed += int(pos.size)
-            if chunk == 1 or info.evaluations > 200:
+                    nonzero[pos] = False
+                    vals = case.tensors()[name].values().reshape(-1)
+            if chunk == 1 or info.evaluations > MAX_EVALUATIONS:
                 break
             chunk = max(1, chunk // 2)
         if zeroed:

@@ -31,6 +31,8 @@ class Target:
     scale: np.ndarray | None = None  # dataflow magnitude of each element (see tdiff.backends.dataflow)
     overflow: np.ndarray | None = None  # an overflow happened upstream of the element
     edge: np.ndarray | None = None  # how close the inputs that fed it were to their dtype's limits
+    precision: float = 0.0  # unit roundoff of the narrowest arithmetic behind it (0: unknown)
+    loaded: np.ndarray | None = None  # the largest input magnitude the program that stored it loaded
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -95,12 +97,17 @@ def _from_trace(o: Outcome, key: str, index: np.ndarray | None) -> dict[str, np.
     storage indices, or maps already shaped like a returned tensor."""
     t = o.trace
     out: dict[str, np.ndarray | None] = {}
-    for attr, src in (("writers", "writers"), ("scale", "scales"), ("overflow", "overflow"), ("edge", "edges")):
+    for attr, src in (("writers", "writers"), ("scale", "scales"), ("overflow", "overflow"), ("edge", "edges"),
+                      ("loaded", "loaded")):
         a = getattr(t, src).get(key) if t is not None else None
         if a is not None and index is not None:
             a = a[index]
         out[attr] = a
     return out
+
+
+def _precision(o: Outcome, key: str) -> float:
+    return o.trace.precision.get(key, 0.0) if o.trace is not None else 0.0
 
 
 def view(outcome: Outcome, case: Case) -> View:
@@ -117,7 +124,8 @@ def view(outcome: Outcome, case: Case) -> View:
         dt = dtypes.dtype(s.dtype)
         raw = _storage_values(s)[arg.view_index()]
         extra = _from_trace(outcome, name, arg.view_index())
-        v.targets[name] = Target(name, dt, dtypes.as_float64(raw, dt), raw, **extra)
+        v.targets[name] = Target(name, dt, dtypes.as_float64(raw, dt), raw, **extra,
+                                 precision=_precision(outcome, name))
     _visit(outcome.returned, "returned", v)
     for path, where in outcome.returned_args.items():
         if where.get("input"):
@@ -134,7 +142,8 @@ def _visit(value: Any, path: str, v: View) -> None:
         for k, a in list(extra.items()):
             if a is not None and a.shape != tuple(value.shape):
                 extra[k] = None
-        v.targets[path] = Target(path, dt, dtypes.as_float64(value.values, dt), value.values, **extra)
+        v.targets[path] = Target(path, dt, dtypes.as_float64(value.values, dt), value.values, **extra,
+                                 precision=_precision(v.outcome, path))
     elif isinstance(value, (tuple, list)):
         for i, x in enumerate(value):
             _visit(x, f"{path}[{i}]", v)
@@ -169,8 +178,13 @@ def unchanged(s: StorageOutcome, arg: TensorArg) -> bool:
 
 
 def fill_value(dt: dtypes.DType) -> np.ndarray:
-    """What `torch.empty` leaves in new memory under tdiff (deterministic fill): NaN, the largest
-    integer, True."""
+    """What `torch.empty` leaves in new memory under tdiff (see `plan.deterministic_empty`): a NaN
+    with tdiff's payload, the largest integer, True."""
+    from .plan import FILL_BITS
+
+    if dt.is_float and dt.torch in FILL_BITS:
+        signed, value = FILL_BITS[dt.torch]
+        return np.array([value], dtype=np.dtype(f"i{dt.itemsize}")).view(dt.carrier)
     if dt.is_float:
         return dtypes.from_float64(np.array([np.nan]), dt)
     if dt.kind == "bool":
@@ -179,7 +193,11 @@ def fill_value(dt: dtypes.DType) -> np.ndarray:
 
 
 def is_fill(t: Target) -> np.ndarray:
-    """Elements of a target that hold the fill pattern."""
-    if t.dtype.is_float:
-        return np.isnan(t.values)
-    return t.raw == fill_value(t.dtype)[0]
+    """Elements of a target that hold the fill pattern, bit for bit (a NaN a kernel computed, or one
+    copied from an input, has other bits: tdiff draws NaNs with a payload)."""
+    fill = fill_value(t.dtype)
+    raw = np.ascontiguousarray(t.raw)
+    if raw.dtype.kind == "f":
+        bits = np.dtype(f"u{raw.dtype.itemsize}")
+        return raw.view(bits) == fill.view(bits)[0]
+    return raw == fill[0]

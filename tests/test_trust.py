@@ -119,7 +119,8 @@ def test_element_tolerance_follows_each_elements_inputs():
     (m,) = cmp.mismatches
     assert m.count == 2 and m.examples[0][0] == (0,)
     scale = view(good, case).targets["returned"].scale
-    assert scale[0] == 2.0 and scale[2] == pytest.approx(3.4e38)  # each element its own dataflow magnitude
+    # each element its own error scale: x * 2 carries |2| * |x| + |x| * |2| (first-order propagation)
+    assert scale[0] == 4.0 and scale[1] == 8.0 and scale[2] == pytest.approx(4 * 3.4e38)
 
 
 def test_differences_at_the_range_edge_pass_with_a_note():

@@ -1,15 +1,23 @@
-"""Dataflow magnitudes: for every value the interpreter computes, how large the values were that
-flowed into it, and whether an overflow happened on the way.
+"""Dataflow: for every value the interpreter computes, the scale of the rounding error it can carry,
+the precision its arithmetic ran in, and whether an overflow happened on the way.
 
-Each floating `TensorHandle` the instrumented builder returns carries two shadows of its shape:
+Each floating `TensorHandle` the instrumented builder returns carries shadows:
 
-- `mag`: the largest finite magnitude among the values it was computed from (its own included),
-  grown by the square root of the number of terms where terms are summed (reductions, `tl.dot`,
-  atomic adds). Rounding errors of a correct computation scale with it, so it is the per-element
-  scale of tdiff's tolerance: an element fed by values near 1 is judged near 1, whatever other
-  elements of the tensor hold.
-- `ovf`: an operation on finite operands gave inf, or on non-NaN operands gave NaN (overflow,
-  inf - inf, 0 * inf): the result then depends on an order of operations Triton does not fix.
+- `mag` (per element): an error scale M, such that a correct computation's rounding error is about
+  eps * M. It follows first-order error propagation: a loaded value's M is its own magnitude; a sum's
+  is the larger of its operands' (or its own magnitude); a product's is M_a * |b| + M_b * |a|; a
+  quotient's, a square root's, an exponential's follow their derivatives; a reduction's grows with
+  the square root of its number of terms, and so do `tl.dot` and atomic adds. So a result that
+  cancels (`a * b - c` near zero) keeps the scale of its operands, and an element fed by values near 1
+  is judged near 1 whatever other elements of the tensor hold. It is the per-element scale of
+  tdiff's tolerance.
+- `ovf` (per element, "damaged"): an operation on finite operands gave inf, or on non-NaN operands
+  gave NaN (overflow, inf - inf, 0 * inf), or a product, quotient or exponential of nonzero operands
+  underflowed: the error scale no longer bounds the result's error, which then depends on an order
+  of operations Triton does not fix. In a float64 run on upcast inputs, a finite value beyond the
+  case's own dtype's range counts too.
+- `eps` (per handle): the unit roundoff of the narrowest float type the arithmetic upstream ran in
+  (loads are exact; fp16 arithmetic stored into an fp32 output carries fp16 rounding).
 
 Handles without shadows (made outside the builder) count with their own magnitude.
 """
@@ -28,6 +36,7 @@ from .shims import bf16_to_f32
 
 MAG = "_tdiff_mag"
 OVF = "_tdiff_ovf"
+EPS = "_tdiff_eps"
 
 #: builder methods that only move values: the shadows move the same way
 LAYOUT = ("create_reshape", "create_trans", "create_expand_dims", "create_broadcast", "create_splat",
@@ -35,6 +44,11 @@ LAYOUT = ("create_reshape", "create_trans", "create_expand_dims", "create_broadc
 #: builder methods whose shadows another layer sets (memory) or that need their own rule
 SPECIAL = ("create_masked_load", "create_load", "create_tensor_pointer_load", "create_dot", "create_atomic_rmw",
            "create_atomic_cas", "create_masked_store", "create_store", "create_tensor_pointer_store")
+#: casts: they round only when they narrow
+CASTS = ("create_fp_to_fp", "create_fp_ext", "create_fp_trunc", "create_si_to_fp", "create_ui_to_fp",
+         "create_bitcast", "create_int_cast")
+
+_EPS = {16: 2.0**-10, 32: 2.0**-23, 64: 2.0**-52}
 
 
 def scalar_type(h: Any) -> Any:
@@ -47,6 +61,12 @@ def is_float(h: Any) -> bool:
     return isinstance(t, tl.dtype) and t.is_floating() and t.primitive_bitwidth >= 16
 
 
+def type_eps(t: Any) -> float:
+    if t == tl.bfloat16:
+        return 2.0**-7
+    return _EPS.get(getattr(t, "primitive_bitwidth", 32), 0.0)
+
+
 def values(h: TensorHandle) -> np.ndarray:
     """A floating handle's values as a float64 array (bf16 decoded from its bits)."""
     data = np.asarray(h.data)
@@ -55,13 +75,17 @@ def values(h: TensorHandle) -> np.ndarray:
     return data.astype(np.float64, copy=False)
 
 
+def _finite_abs(v: np.ndarray) -> np.ndarray:
+    a = np.abs(v)
+    return np.where(np.isfinite(a), a, 0.0)
+
+
 def own_mag(h: TensorHandle) -> np.ndarray:
-    v = np.abs(values(h))
-    return np.where(np.isfinite(v), v, 0.0)
+    return _finite_abs(values(h))
 
 
 def mag_of(h: Any) -> np.ndarray | None:
-    """The magnitude shadow of a handle (None for non-floating handles)."""
+    """The error-scale shadow of a handle (None for non-floating handles)."""
     if not isinstance(h, TensorHandle) or not is_float(h):
         return None
     m = getattr(h, MAG, None)
@@ -75,11 +99,18 @@ def ovf_of(h: Any) -> np.ndarray | None:
     return getattr(h, OVF, None) if isinstance(h, TensorHandle) else None
 
 
-def set_shadows(h: TensorHandle, mag: np.ndarray | None, ovf: np.ndarray | None) -> None:
+def eps_of(h: Any) -> float:
+    """The precision shadow of a handle: 0 for a value no arithmetic produced."""
+    return getattr(h, EPS, 0.0) if isinstance(h, TensorHandle) else 0.0
+
+
+def set_shadows(h: TensorHandle, mag: np.ndarray | None, ovf: np.ndarray | None, eps: float | None = None) -> None:
     if mag is not None:
-        object.__setattr__(h, MAG, mag)
+        object.__setattr__(h, MAG, np.where(np.isfinite(mag), mag, np.finfo(np.float64).max))
     if ovf is not None and np.any(ovf):
         object.__setattr__(h, OVF, ovf)
+    if eps:
+        object.__setattr__(h, EPS, eps)
 
 
 def _fit(x: np.ndarray, shape: tuple) -> np.ndarray:
@@ -92,11 +123,18 @@ def _fit(x: np.ndarray, shape: tuple) -> np.ndarray:
         return np.full(shape, x.max() if x.size else 0, dtype=x.dtype)
 
 
-def _new_overflow(out_vals: np.ndarray, ins: Sequence[np.ndarray]) -> np.ndarray | None:
-    """Where a non-finite result came from operands that were finite (inf) or not NaN (NaN)."""
+def _new_overflow(out_vals: np.ndarray, ins: Sequence[np.ndarray], above: float | None) -> np.ndarray | None:
+    """Where a non-finite result came from operands that were finite (inf) or not NaN (NaN); in a
+    float64 run, also where a finite result lies beyond the case's dtype (`above`)."""
+    beyond = None
+    if above is not None:
+        with np.errstate(invalid="ignore"):
+            beyond = np.isfinite(out_vals) & (np.abs(out_vals) > above)
+        if not beyond.any():
+            beyond = None
     bad = ~np.isfinite(out_vals)
     if not bad.any():
-        return None
+        return beyond
     shape = out_vals.shape
     finite = np.ones(shape, bool)
     nonnan = np.ones(shape, bool)
@@ -104,25 +142,101 @@ def _new_overflow(out_vals: np.ndarray, ins: Sequence[np.ndarray]) -> np.ndarray
         fv = _fit(v, shape)
         finite &= np.isfinite(fv)
         nonnan &= ~np.isnan(fv)
-    return (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+    new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+    return new if beyond is None else new | beyond
 
 
-def elementwise(out: TensorHandle, ins: Sequence[Any]) -> None:
-    """An elementwise result: the largest of its operands' magnitudes and its own."""
+def _rule(name: str) -> str:
+    op = name[len("create_"):] if name.startswith("create_") else name
+    if op in ("fmul",):
+        return "mul"
+    if op in ("fdiv", "precise_divf"):
+        return "div"
+    if op == "fma":
+        return "fma"
+    if op in ("exp", "exp2"):
+        return op
+    if op in ("log", "log2"):
+        return "log"
+    if op in ("sqrt", "precise_sqrt"):
+        return "sqrt"
+    if op == "rsqrt":
+        return "rsqrt"
+    return "max"  # sums, differences, min/max, select, clamp, abs, trigonometric, casts, constants
+
+
+def _propagate(rule: str, floats: list[TensorHandle], out_vals: np.ndarray, shape: tuple) -> np.ndarray:
+    own = _finite_abs(out_vals)
+    m = [_fit(mag_of(h), shape) for h in floats]  # type: ignore[arg-type]
+    v = [_fit(_finite_abs(values(h)), shape) for h in floats]
+    with np.errstate(all="ignore"):
+        if rule == "mul" and len(floats) == 2:
+            prop = m[0] * v[1] + m[1] * v[0]
+        elif rule == "div" and len(floats) == 2:
+            den = np.where(v[1] > 0, v[1], np.inf)
+            prop = m[0] / den + m[1] * v[0] / (den * den)
+        elif rule == "fma" and len(floats) == 3:
+            prop = np.maximum(m[0] * v[1] + m[1] * v[0], m[2])
+        elif rule in ("exp", "exp2") and floats:
+            prop = m[0] * own * (1.0 if rule == "exp" else math.log(2))
+        elif rule == "log" and floats:
+            prop = m[0] / np.where(v[0] > 0, v[0], np.inf)
+        elif rule == "sqrt" and floats:
+            prop = m[0] / np.where(own > 0, 2 * own, np.inf)
+        elif rule == "rsqrt" and floats:
+            prop = m[0] * own / np.where(v[0] > 0, 2 * v[0], np.inf)
+        else:
+            prop = np.maximum.reduce(m) if m else own
+    prop = np.where(np.isfinite(prop), prop, 0.0)
+    return np.maximum(prop, own)
+
+
+_TINY = {16: 6.103515625e-05, 32: 1.1754943508222875e-38, 64: 2.2250738585072014e-308}
+
+
+def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_t: Any) -> np.ndarray | None:
+    """Where a product, quotient or exponential of nonzero operands underflowed (below the result
+    type's smallest normal): its error is no longer relative to it."""
+    if rule not in ("mul", "div", "fma", "exp", "exp2"):
+        return None
+    tiny = _TINY.get(getattr(out_t, "primitive_bitwidth", 32), 0.0) if out_t != tl.bfloat16 else _TINY[32]
+    with np.errstate(invalid="ignore"):
+        small = np.isfinite(out_vals) & (np.abs(out_vals) < tiny)
+    if not small.any():
+        return None
+    operands = floats[:2] if rule in ("mul", "div", "fma") else floats[:1]
+    for h in operands:
+        small &= _fit(values(h), out_vals.shape) != 0
+    return small if small.any() else None
+
+
+def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: float | None = None) -> None:
+    """An elementwise result: its error scale by first-order propagation, its precision, and where
+    an overflow (or an underflow of a product) damaged it."""
     shape = np.shape(out.data)
     floats = [h for h in ins if isinstance(h, TensorHandle) and is_float(h)]
-    mag = own_mag(out)
-    for h in floats:
-        mag = np.maximum(mag, _fit(mag_of(h), shape))
+    out_vals = values(out)
+    mag = _propagate(_rule(name), floats, out_vals, shape)
     ovf = None
     for h in floats:
         o = ovf_of(h)
         if o is not None:
             ovf = _fit(o, shape) if ovf is None else ovf | _fit(o, shape)
-    new = _new_overflow(values(out), [values(h) for h in floats])
+    new = _new_overflow(out_vals, [values(h) for h in floats], above)
     if new is not None:
         ovf = new if ovf is None else ovf | new
-    set_shadows(out, mag, ovf)
+    out_t = scalar_type(out)
+    under = _underflow(_rule(name), out_vals, floats, out_t)
+    if under is not None:
+        ovf = under if ovf is None else ovf | under
+    eps = max([eps_of(h) for h in floats], default=0.0)
+    if name in CASTS:  # a cast rounds only when it narrows
+        src = max((type_eps(scalar_type(h)) for h in floats), default=0.0)
+        if type_eps(out_t) > src:
+            eps = max(eps, type_eps(out_t))
+    elif floats:  # arithmetic rounds to its result's type
+        eps = max(eps, type_eps(out_t))
+    set_shadows(out, mag, ovf, eps)
 
 
 def _shadow_handle(h: Any, kind: str) -> Any:
@@ -141,6 +255,7 @@ def layout(fn: Callable, args: tuple, kw: dict, out: Any) -> None:
     if not any(isinstance(o, TensorHandle) and is_float(o) for o in outs):
         return
     srcs = {id(a) for a in args if isinstance(a, TensorHandle) and is_float(a)}
+    eps = max((eps_of(a) for a in args if id(a) in srcs), default=0.0)
     mags = fn(*[_shadow_handle(a, "mag") if id(a) in srcs else a for a in args], **kw)
     mags = mags if isinstance(mags, tuple) else (mags,)
     ovfs: tuple = (None,) * len(outs)
@@ -149,20 +264,24 @@ def layout(fn: Callable, args: tuple, kw: dict, out: Any) -> None:
         ovfs = tuple(np.asarray(g.data, bool) for g in (got if isinstance(got, tuple) else (got,)))
     for o, m, v in zip(outs, mags, ovfs):
         if isinstance(o, TensorHandle) and is_float(o):
-            set_shadows(o, np.asarray(m.data, np.float64), v)
+            set_shadows(o, np.asarray(m.data, np.float64), v, eps)
 
 
-def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle) -> None:
-    """`tl.dot`: each output sums K products; its scale is the largest product, grown by sqrt(K),
-    added in quadrature to the accumulator's (so a K loop of dots grows as one long dot)."""
+def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, above: float | None = None) -> None:
+    """`tl.dot`: each output sums K products a_ik * b_kj, each with error scale M_a |b| + M_b |a|; the
+    largest, grown by sqrt(K), is added in quadrature to the accumulator's (so a K loop of dots grows
+    as one long dot)."""
     ma, mb, md = mag_of(a), mag_of(b), mag_of(d)
     shape = np.shape(out.data)
     if ma is None or mb is None or ma.ndim < 2:
-        elementwise(out, [a, b, d])
+        elementwise(out, [a, b, d], "create_dot", above)
         return
+    va, vb = _finite_abs(values(a)), _finite_abs(values(b))
     k = ma.shape[-1]
-    prod = ma.max(axis=-1)[..., :, None] * mb.max(axis=-2)[..., None, :] * math.sqrt(k)
-    mag = np.sqrt(_fit(md, shape) ** 2 + prod**2) if md is not None else prod
+    with np.errstate(all="ignore"):
+        prod = (ma.max(axis=-1)[..., :, None] * vb.max(axis=-2)[..., None, :]
+                + va.max(axis=-1)[..., :, None] * mb.max(axis=-2)[..., None, :]) * math.sqrt(k)
+        mag = np.sqrt(_fit(md, shape) ** 2 + prod**2) if md is not None else prod
     mag = np.maximum(np.where(np.isfinite(mag), mag, np.finfo(np.float64).max), own_mag(out))
     ovf = None
     oa, ob, od = ovf_of(a), ovf_of(b), ovf_of(d)
@@ -175,19 +294,24 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle) ->
         if od is not None:
             ovf |= _fit(od, shape)
     out_vals = values(out)
-    if not np.isfinite(out_vals).all():
-        fa, fb, fd = values(a), values(b), values(d)
-        finite = np.isfinite(fa).all(axis=-1)[..., :, None] & np.isfinite(fb).all(axis=-2)[..., None, :] \
-            & _fit(np.isfinite(fd), shape)
-        nonnan = (~np.isnan(fa)).all(axis=-1)[..., :, None] & (~np.isnan(fb)).all(axis=-2)[..., None, :] \
-            & _fit(~np.isnan(fd), shape)
-        new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+    fa, fb, fd = values(a), values(b), values(d)
+    finite = np.isfinite(fa).all(axis=-1)[..., :, None] & np.isfinite(fb).all(axis=-2)[..., None, :] \
+        & _fit(np.isfinite(fd), shape)
+    nonnan = (~np.isnan(fa)).all(axis=-1)[..., :, None] & (~np.isnan(fb)).all(axis=-2)[..., None, :] \
+        & _fit(~np.isnan(fd), shape)
+    new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+    if above is not None:
+        with np.errstate(invalid="ignore"):
+            new |= np.isfinite(out_vals) & (np.abs(out_vals) > above)
+    if new.any():
         ovf = new if ovf is None else ovf | new
-    set_shadows(out, mag, ovf)
+    eps = max(eps_of(a), eps_of(b), eps_of(d), type_eps(scalar_type(out)))
+    set_shadows(out, mag, ovf, eps)
 
 
-def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow: bool, scan: bool = False) -> None:
-    """`tl.reduce` / `tl.associative_scan` of one tensor: the largest input magnitude along the
+def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow: bool, scan: bool = False,
+              above: float | None = None) -> None:
+    """`tl.reduce` / `tl.associative_scan` of one tensor: the largest input error scale along the
     axis (grown by sqrt(n) for sums), and any overflow along it."""
     hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
     if not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi) and is_float(ho)):
@@ -210,12 +334,19 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
     mag = np.maximum(along(m, np.max) * grow, own_mag(ho))
     ovf = along(o, np.any) if o is not None else None
     out_vals = values(ho)
+    new = None
     if not np.isfinite(out_vals).all():
         finite = along(np.isfinite(vals), np.all)
         nonnan = along(~np.isnan(vals), np.all)
         new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+    if above is not None:
+        with np.errstate(invalid="ignore"):
+            beyond = np.isfinite(out_vals) & (np.abs(out_vals) > above)
+        new = beyond if new is None else new | beyond
+    if new is not None and new.any():
         ovf = new if ovf is None else ovf | new
-    set_shadows(ho, mag, ovf)
+    eps = max(eps_of(hi), type_eps(scalar_type(ho)) if terms_grow else 0.0)
+    set_shadows(ho, mag, ovf, eps)
 
 
 def edge_ratio(vals: np.ndarray, dtype: Any) -> float:
@@ -230,11 +361,11 @@ def edge_ratio(vals: np.ndarray, dtype: Any) -> float:
     top = float(a.max())
     if not math.isfinite(top):
         return math.inf
-    limit = _dtype_max(dtype)
+    limit = dtype_max(dtype)
     return top / math.sqrt(limit) if limit else 0.0
 
 
-def _dtype_max(t: Any) -> float:
+def dtype_max(t: Any) -> float:
     bits = getattr(t, "primitive_bitwidth", 32)
     if t == tl.bfloat16:
         return 3.3895313892515355e38

@@ -14,8 +14,10 @@ Two Triton defects are handled here:
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +25,8 @@ import triton.language as tl
 from triton.language import core  # noqa: F401  (makes tl.core visible to the patcher)
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
+
+from . import shims
 
 try:  # triton >= 3.3
     from triton import knobs as _knobs
@@ -68,18 +72,69 @@ def _restore(obj: object, snap: dict[str, Any]) -> None:
 
 _rewritten: dict[Callable, Callable] = {}
 
+#: where shims count their uses while a launch is interpreted (set by the interpreter backend)
+used: Counter | None = None
+
+
+class _BoolOps(ast.NodeTransformer):
+    """`a and b` / `a or b` -> `bool_op("and", a, lambda: b)`: on tensors the compiler makes them
+    elementwise logical operations; on Python values they keep Python's short-circuit semantics."""
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        self.generic_visit(node)
+        op = "and" if isinstance(node.op, ast.And) else "or"
+        result = node.values[0]
+        for value in node.values[1:]:
+            helper = ast.Attribute(value=ast.Call(
+                func=ast.Name("__import__", ast.Load()),
+                args=[ast.Constant(__name__)], keywords=[ast.keyword("fromlist", ast.List([ast.Constant("_")],
+                                                                                            ast.Load()))]),
+                attr="bool_op", ctx=ast.Load())
+            thunk = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                  defaults=[]), body=value)
+            result = ast.Call(func=helper, args=[ast.Constant(op), result, thunk], keywords=[])
+        return result
+
+
+class _Rewriter(_interp.FunctionRewriter):
+    def _transform_ast(self, src: str) -> Any:
+        tree = super()._transform_ast(src)
+        if shims.ENABLED[shims.BOOL_OPS]:
+            tree = ast.fix_missing_locations(_BoolOps().visit(tree))
+        return tree
+
 
 def rewritten(fn: Callable) -> Callable:
-    """The interpreter's rewrite of a raw kernel function (cached per function)."""
-    out = _rewritten.get(fn)
+    """The interpreter's rewrite of a raw kernel function (cached per function), with tensor
+    `and`/`or` made elementwise."""
+    key = (fn, shims.ENABLED[shims.BOOL_OPS])
+    out = _rewritten.get(key)  # type: ignore[call-overload]
     if out is None:
-        out = _interp.InterpretedFunction(fn).rewrite()
-        _rewritten[fn] = out
+        out = _Rewriter(fn).rewrite_ast()
+        _rewritten[key] = out  # type: ignore[index]
     return out
+
+
+def bool_op(op: str, a: Any, b: Callable[[], Any]) -> Any:
+    """`a and b()` / `a or b()` as the compiler evaluates it (see `_BoolOps`)."""
+    if not isinstance(a, tl.core.tensor):
+        return (a and b()) if op == "and" else (a or b())
+    other = b()
+    if used is not None:
+        used[shims.BOOL_OPS] += 1
+    if not isinstance(other, tl.core.tensor):
+        other = tl.full((), bool(other), tl.int1)
+    return a.logical_and(other) if op == "and" else a.logical_or(other)
 
 
 def _device_call(self: JITFunction, *args: Any, **kwargs: Any) -> Any:
     kwargs.pop("_semantic", None)
+    if shims.ENABLED[shims.CONSTEXPR_ARGS]:  # the compiler wraps dtype arguments of device calls in constexpr
+        wrapped = [tl.constexpr(a) if isinstance(a, tl.dtype) else a for a in args]
+        kw = {k: tl.constexpr(v) if isinstance(v, tl.dtype) else v for k, v in kwargs.items()}
+        if used is not None and (wrapped != list(args) or kw != kwargs):
+            used[shims.CONSTEXPR_ARGS] += 1
+        args, kwargs = tuple(wrapped), kw
     return rewritten(self.fn)(*args, **kwargs)
 
 

@@ -39,7 +39,7 @@ from ..plan import (
     launch_record,
     route_launches,
 )
-from . import dataflow, shims
+from . import dataflow, interpret_scope, shims
 from .base import BackendSpec, Target, error_info, user_line_now
 from .interpret_scope import interpreting, rewritten
 from .memory import Memory, Region, violation
@@ -113,6 +113,8 @@ class Session:
     grid: Program = (1, 1, 1)
     program: Program = (0, 0, 0)
     edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio)
+    loaded: float = 0.0  # the running program's largest finite loaded magnitude
+    above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
 
     def __post_init__(self) -> None:
         # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
@@ -131,11 +133,14 @@ class Session:
         return linear(self.program, self.grid)
 
     def add_launch_tensor(self, t: torch.Tensor, label: str) -> None:
-        base = t.untyped_storage().data_ptr()
+        self.add_launch_storage(t.untyped_storage(), label, t.element_size())
+
+    def add_launch_storage(self, storage: Any, label: str, itemsize: int = 1) -> None:
+        base = storage.data_ptr()
         if any(r.guarded and r.buffer == base for r in self.regions):
             return  # a case input: only its storage, not its guard bands, is valid memory
-        if self.memory.region_of(base) is None and t.untyped_storage().nbytes() > 0:
-            self.regions.append(Region(label, base, t.untyped_storage().nbytes(), t.element_size(), False))
+        if self.memory.region_of(base) is None and storage.nbytes() > 0:
+            self.regions.append(Region(label, base, storage.nbytes(), itemsize, False))
 
     def locate(self, address: int) -> str:
         if self.plan is not None:
@@ -230,7 +235,8 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     changes: list[tuple[object, str, Any]] = []
 
     def put(obj: object, name: str, value: Any) -> None:
-        changes.append((obj, name, vars(obj).get(name, _MISSING)))
+        old = getattr(obj, name) if name == "__code__" else vars(obj).get(name, _MISSING)
+        changes.append((obj, name, old))
         setattr(obj, name, value)
 
     cls = type(builder)
@@ -246,7 +252,8 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     if bf16 is not None:
         put(builder, "get_bf16", bf16)
     for name, fn in shims.bf16_arith({n: current(n) for n in ("binary_op", "ternary_op", "unary_op", "create_fma",
-                                                             "create_rsqrt", "create_erf")}, trace.shims).items():
+                                                             "create_rsqrt", "create_erf", "cast_impl")},
+                                     trace.shims).items():
         put(builder, name, fn)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
@@ -258,11 +265,70 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     for name, hook in _memory_hooks(current, session).items():
         put(builder, name, hook)
 
+    # libdevice: stubs under the interpreter; computed on the values instead (shim)
+    if shims.ENABLED[shims.LIBDEVICE]:
+        _install_libdevice(put, session)
+
     # reductions and scans bypass the builder: tag and follow them at the language level
     for mod in (tl, tl.core):
         for attr, tag in (("reduce", "reduce"), ("associative_scan", "scan")):
             put(mod, attr, _reduce_hook(getattr(mod, attr), tag, session))
     return changes
+
+
+def _install_libdevice(put: Callable, session: Session) -> None:
+    import importlib
+    import types
+
+    def after(h: Any, operands: list, rule: str) -> None:
+        session.trace.ops.add("transcendental")
+        dataflow.elementwise(h, operands, f"create_{rule}", session.above)
+
+    def dispatch(name: str, *args: Any, **_: Any) -> Any:
+        return shims.libdevice(name, args, session.trace.shims, after)
+
+    stubs = importlib.import_module("triton.language.extra.libdevice")
+    put(stubs, "_tdiff_libdevice", dispatch)
+    for name, fn in list(vars(stubs).items()):
+        if isinstance(fn, types.FunctionType) and fn.__module__ == stubs.__name__ and not name.startswith("_"):
+            put(fn, "__code__", _forwarding_code(name, fn.__code__.co_argcount))
+    # the backend's libdevice (`tl.extra.cuda.libdevice`): `@core.extern` builtins, whose wrapper
+    # refuses to run outside the compiler; swapping its code covers every name it is bound to
+    core = importlib.import_module("triton.language.core")
+    put(core, "_tdiff_libdevice", dispatch)
+    try:
+        cuda = importlib.import_module("triton.language.extra.cuda.libdevice")
+    except ImportError:  # pragma: no cover
+        return
+    for fn in list(vars(cuda).values()):
+        inner = getattr(fn, "__wrapped__", None)
+        if isinstance(fn, types.FunctionType) and inner is not None and fn.__code__.co_freevars == ("fn",):
+            put(fn, "__code__", _EXTERN_CODE)
+
+
+_FORWARD: dict[tuple[str, int], Any] = {}
+
+
+def _extern_wrapper(fn: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return _tdiff_libdevice(fn.__name__, *args)  # type: ignore[name-defined]  # noqa: F821
+
+    return wrapper
+
+
+#: the code of a `@core.extern` wrapper that forwards to tdiff's libdevice shim (free variable: fn)
+_EXTERN_CODE = _extern_wrapper(None).__code__
+
+
+def _forwarding_code(name: str, arity: int) -> Any:
+    """The code of `def f(arg0, ...): return _tdiff_libdevice(name, arg0, ...)` (for a libdevice stub)."""
+    key = (name, arity)
+    if key not in _FORWARD:
+        params = ", ".join(f"arg{i}" for i in range(arity))
+        scope: dict[str, Any] = {}
+        exec(f"def {name}({params}):\n    return _tdiff_libdevice({name!r}, {params})\n", scope)
+        _FORWARD[key] = scope[name].__code__
+    return _FORWARD[key]
 
 
 def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
@@ -280,7 +346,7 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
         if layout:
             dataflow.layout(fn, args, kw, out)
         elif isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
-            dataflow.elementwise(out, args)
+            dataflow.elementwise(out, args, name, session.above)
         return out
 
     return hook
@@ -312,7 +378,7 @@ def _dot_hook(fn: Callable, session: Session) -> Callable:
         session.trace.ops.add(kind)
         out = fn(a, b, d, input_precision, *rest, **kw)
         if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
-            dataflow.dot(a, b, d, out)
+            dataflow.dot(a, b, d, out, session.above)
         return out
 
     return create_dot
@@ -349,6 +415,9 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             vals = dataflow.values(out)
             live = vals if active is None else vals[_shaped(active, vals.shape)]
             session.edge = max(session.edge, dataflow.edge_ratio(live, out.dtype.scalar))
+            finite = np.abs(live[np.isfinite(live)])
+            if finite.size:
+                session.loaded = max(session.loaded, float(finite.max()))
         return out
 
     def create_masked_store(ptrs, value, mask, *rest, **kw):
@@ -362,7 +431,8 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
         if record:
             addrs = ptrs.data.astype(np.uint64, copy=False)
             memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(dataflow.mag_of(value), addrs.shape),
-                         _shaped(dataflow.ovf_of(value), addrs.shape), session.edge)
+                         _shaped(dataflow.ovf_of(value), addrs.shape), session.edge, eps=dataflow.eps_of(value),
+                         loaded=session.loaded)
         return store(ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
@@ -379,7 +449,10 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             _sync(trace, "atomic_xchg")
         elif not dataflow.is_float(val):
             _sync(trace, f"integer atomic_{opname}")
-        old = rmw(op, ptr, val, mask, *rest, **kw)
+        if dataflow.scalar_type(val) == tl.bfloat16 and shims.ENABLED[shims.BF16_ATOMICS]:
+            old = shims.bf16_atomic(opname, ptr, val, _mask_data(mask), trace.shims)
+        else:
+            old = rmw(op, ptr, val, mask, *rest, **kw)
         if record:
             addrs = ptr.data.astype(np.uint64, copy=False)
             mag = ovf = None
@@ -394,7 +467,8 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
                         ovf = np.isinf(new) & np.isfinite(_shaped(a, addrs.shape)) \
                             & np.isfinite(_shaped(b, addrs.shape))
             memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
-                         session.edge, atomic=True)
+                         session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
+                         if dataflow.is_float(val) else 0.0, loaded=session.loaded)
         return old
 
     def create_atomic_cas(ptr, cmp, val, *rest, **kw):
@@ -436,7 +510,7 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
         grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
             and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
         for i, o in zip(ins, outs):
-            dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan)
+            dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan, above=session.above)
         if any(narrow):
             outs = tuple(_retype(o, tl.bfloat16) if n and _is_f32_tensor(o) else o for o, n in zip(outs, narrow))
             out = outs if isinstance(out, tuple) else outs[0]
@@ -486,6 +560,11 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     for name, value in host_args.items():
         if isinstance(value, torch.Tensor):
             s.add_launch_tensor(value, f"<argument {name} of launch {len(s.launches) - 1}>")
+        elif hasattr(value, "data_ptr") and callable(getattr(value, "untyped_storage", None)):
+            # a tensor-like wrapper (FlagGems' StridedBuffer): the memory it points into is its storage's
+            dt = getattr(value, "dtype", None)
+            s.add_launch_storage(value.untyped_storage(), f"<argument {name} of launch {len(s.launches) - 1}>",
+                                 getattr(dt, "itemsize", 1))
     s.memory.begin_launch(len(s.launches) - 1)
     programs = all_programs(g)
     if not programs:
@@ -500,14 +579,15 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
         random.Random(s.options.seed).shuffle(programs)
     s.grid = g
     builder = _interp.interpreter_builder
-    with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings():
+    with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings(), \
+            counting(s.trace.shims):
         warnings.simplefilter("ignore", RuntimeWarning)
         run_fn = rewritten(fn)
         args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
         builder.set_grid_dim(*g)
         for p in programs:
             s.program = p
-            s.edge = 0.0
+            s.edge = s.loaded = 0.0
             builder.set_grid_idx(*p)
             try:
                 run_fn(**args_cvt)
@@ -517,6 +597,16 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     for dev, host in copy_back:
         dev.copy_(host)
     return None
+
+
+@contextlib.contextmanager
+def counting(used: Any) -> Iterator[None]:
+    """Shims applied while rewriting and calling device functions count into `used`."""
+    interpret_scope.used = used
+    try:
+        yield
+    finally:
+        interpret_scope.used = None
 
 
 def _to_host(args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
@@ -564,7 +654,11 @@ class InterpreterBackend:
             self.options.programs = sampled
 
     def make_session(self, plan: LaunchPlan) -> Session:
-        return Session(self.options, plan)
+        session = Session(self.options, plan)
+        if self.spec.upcast:  # a float64 run: a value beyond the case's own float dtypes would have overflowed
+            tops = [float(a.dt.max) for a in plan.case.tensors().values() if a.dt.is_float and a.dt.bits < 64]
+            session.above = min(tops) if tops else None
+        return session
 
     def run(self, target: Target, case: Case) -> Outcome:
         t0 = time.perf_counter()
@@ -623,8 +717,12 @@ def finish_trace(session: Session, returned: Any) -> None:
             scale = r.mag if r.adds is None else r.mag * np.sqrt(np.maximum(r.adds, 1))
             trace.scales[key] = pick(scale)
             trace.edges[key] = pick(r.edge) if r.edge is not None else pick(np.zeros(r.size))
+            if r.loaded is not None:
+                trace.loaded[key] = pick(r.loaded)
         if r.ovf is not None and r.ovf.any():
             trace.overflow[key] = pick(r.ovf)
+        if r.eps:
+            trace.precision[key] = r.eps
 
     for r in session.regions:
         if r.guarded:

@@ -34,7 +34,9 @@ class Region:
     mag: np.ndarray | None = None  # dataflow magnitude of each element's value (0: never stored)
     ovf: np.ndarray | None = None  # an overflow upstream of the stored value
     edge: np.ndarray | None = None  # the storing program's input edge ratio (see dataflow.edge_ratio)
+    loaded: np.ndarray | None = None  # the storing program's largest finite loaded magnitude
     adds: np.ndarray | None = None  # atomic updates per element
+    eps: float = 0.0  # the coarsest unit roundoff of the arithmetic behind any stored value
     reads: int = 0  # elements loaded by the kernel
     read_back: bool = False  # the kernel loaded an element it had stored (a scratch buffer it uses)
     # within the current launch (data races): last plain writer, first reader, another reader
@@ -162,12 +164,14 @@ class Memory:
 
     # -- stores ------------------------------------------------------------
     def store(self, program: int, addrs: np.ndarray, active: np.ndarray | None, mag: np.ndarray | None,
-              ovf: np.ndarray | None, edge: float, atomic: bool = False) -> None:
+              ovf: np.ndarray | None, edge: float, atomic: bool = False, eps: float = 0.0,
+              loaded: float = 0.0) -> None:
         """Record a plain (or atomic) store of values with these shadows (shaped like the access)."""
         mflat = None if mag is None else np.broadcast_to(mag, addrs.shape).reshape(-1)
         oflat = None if ovf is None else np.broadcast_to(ovf, addrs.shape).reshape(-1)
         for a in self.split(addrs, active):
             r = a.region
+            r.eps = max(r.eps, eps)
             lanes = a.lanes if a.lanes is not None else slice(None)
             writers = r.array("writers", NOBODY, np.int32)
             if not atomic:
@@ -178,13 +182,16 @@ class Memory:
             m = mflat[lanes] if mflat is not None else np.zeros(a.idx.size)
             mags = r.array("mag", 0.0, np.float64)
             edges = r.array("edge", 0.0, np.float64)
+            loads = r.array("loaded", 0.0, np.float64)
             if atomic:
                 np.maximum.at(mags, a.idx, m)
                 np.maximum.at(edges, a.idx, edge)
+                np.maximum.at(loads, a.idx, loaded)
                 np.add.at(r.array("adds", 0, np.int32), a.idx, 1)
             else:
                 mags[a.idx] = m
                 edges[a.idx] = edge
+                loads[a.idx] = loaded
             if oflat is not None or r.ovf is not None:
                 o = oflat[lanes] if oflat is not None else np.zeros(a.idx.size, bool)
                 ovfs = r.array("ovf", False, np.bool_)

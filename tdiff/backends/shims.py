@@ -11,8 +11,9 @@ where stock `TRITON_INTERPRET=1` would fail or type differently:
   Python float constant raises; the constant is built as Triton rounds it (to nearest even).
 - `bf16-arith`: the interpreter keeps bf16 values as their 16 bits in uint16 arrays and applies
   numpy's arithmetic and comparisons to the bits (a product of two bf16 values is garbage,
-  `x > 0` is false for every negative x); tdiff computes on the values in fp32 and rounds the
-  result to bf16 (nearest even), as the GPU's bf16 instructions do.
+  `x > 0` is false for every negative x), widens bf16 subnormals to fp32 wrongly and truncates
+  fp32 -> bf16; tdiff computes on the values in fp32 and rounds the result to bf16 (nearest
+  even), as the GPU's bf16 instructions and conversions do.
 """
 
 from __future__ import annotations
@@ -157,10 +158,154 @@ def bf16_arith(orig: dict[str, Callable], used: Counter) -> dict[str, Callable]:
         with np.errstate(all="ignore"):
             return _result((a * b + c).astype(np.float32), z)
 
+    cast = orig["cast_impl"]
+
+    def cast_impl(src: Any, dst_type: Any) -> TensorHandle:
+        # Triton 3.6's interpreter converts bf16 subnormals wrongly when widening and truncates when
+        # narrowing; the compiler widens exactly and rounds fp32 -> bf16 to nearest even
+        s_t, d_t = getattr(src.dtype, "scalar", src.dtype), getattr(dst_type, "scalar", dst_type)
+        if s_t == tl.bfloat16 and d_t == tl.float32:
+            used[BF16_ARITH] += 1
+            return TensorHandle(bf16_to_f32(src.data), tl.float32)
+        if s_t == tl.float32 and d_t == tl.bfloat16:
+            used[BF16_ARITH] += 1
+            return TensorHandle(f32_to_bf16(np.asarray(src.data, np.float32)), tl.bfloat16)
+        return cast(src, dst_type)
+
     from triton.runtime.interpreter import np_erf_fp32
 
     return {
+        "cast_impl": cast_impl,
         "binary_op": binary_op, "ternary_op": ternary_op, "unary_op": unary_op, "create_fma": create_fma,
         "create_rsqrt": unary_method("create_rsqrt", lambda v: 1 / np.sqrt(v)),
         "create_erf": unary_method("create_erf", np_erf_fp32),
     }
+
+
+# ------------------------------------------------------------------ libdevice
+
+LIBDEVICE = "libdevice"
+BF16_ATOMICS = "bf16-atomics"
+CONSTEXPR_ARGS = "constexpr-args"
+BOOL_OPS = "tensor-and-or"
+ENABLED.update({LIBDEVICE: True, BF16_ATOMICS: True, CONSTEXPR_ARGS: True, BOOL_OPS: True})
+DESCRIPTIONS.update({
+    LIBDEVICE: "libdevice functions computed with numpy in float64 (stock TRITON_INTERPRET=1 calls "
+               "triton.language.extra.libdevice's empty stubs, which return None)",
+    BF16_ATOMICS: "bf16 atomics done on the values (stock TRITON_INTERPRET=1: 'Unsupported data type')",
+    CONSTEXPR_ARGS: "constexpr arguments of device functions wrapped in tl.constexpr, as the compiler does "
+                    "(stock TRITON_INTERPRET=1 passes a bare tl.dtype: `.value` fails)",
+    BOOL_OPS: "`and` / `or` between tensors as elementwise logical operations, as the compiler does (stock "
+              "TRITON_INTERPRET=1 applies Python's truth value to whole tensors)",
+})
+
+
+def _erf_like(f: Callable[[float], float]) -> Callable[[np.ndarray], np.ndarray]:
+    vec = np.vectorize(lambda v: f(v) if np.isfinite(v) else f(v) if not np.isnan(v) else np.nan,
+                       otypes=[np.float64])
+    return lambda x: vec(x) if np.size(x) else np.asarray(x, np.float64)
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _remainder(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return x - y * np.rint(x / y)
+
+
+#: name -> (numpy function on float64 arrays, dataflow rule, result is an int32 predicate)
+_LIBDEVICE: dict[str, tuple[Callable, str, bool]] = {}
+for _names, _fn, _rule in (
+    (("abs",), np.abs, "max"), (("floor",), np.floor, "max"), (("ceil",), np.ceil, "max"),
+    (("trunc",), np.trunc, "max"), (("rint", "nearbyint"), np.rint, "max"), (("round",), _round_half_away, "max"),
+    (("sqrt", "sqrt_rn", "sqrt_rz", "sqrt_rd", "sqrt_ru"), np.sqrt, "sqrt"),
+    (("rsqrt", "rsqrt_rn"), lambda x: 1 / np.sqrt(x), "rsqrt"),
+    (("exp", "fast_expf"), np.exp, "exp"), (("exp2",), np.exp2, "exp2"),
+    (("exp10", "fast_exp10f"), lambda x: np.power(10.0, x), "exp"), (("expm1",), np.expm1, "exp"),
+    (("log", "fast_logf"), np.log, "log"), (("log2", "fast_log2f"), np.log2, "log"),
+    (("log10", "fast_log10f"), np.log10, "log"), (("log1p",), np.log1p, "log"),
+    (("sin", "fast_sinf"), np.sin, "max"), (("cos", "fast_cosf"), np.cos, "max"), (("tan", "fast_tanf"), np.tan, "max"),
+    (("sinpi",), lambda x: np.sin(np.pi * x), "max"), (("cospi",), lambda x: np.cos(np.pi * x), "max"),
+    (("asin",), np.arcsin, "max"), (("acos",), np.arccos, "max"), (("atan",), np.arctan, "max"),
+    (("sinh",), np.sinh, "exp"), (("cosh",), np.cosh, "exp"), (("tanh", "fast_tanhf"), np.tanh, "max"),
+    (("asinh",), np.arcsinh, "max"), (("acosh",), np.arccosh, "max"), (("atanh",), np.arctanh, "max"),
+    (("erf",), _erf_like(__import__("math").erf), "max"), (("erfc",), _erf_like(__import__("math").erfc), "max"),
+    (("lgamma",), _erf_like(__import__("math").lgamma), "max"),
+    (("tgamma",), _erf_like(__import__("math").gamma), "max"),
+    (("cbrt",), np.cbrt, "max"), (("rcbrt",), lambda x: 1 / np.cbrt(x), "max"),
+    (("saturatef",), lambda x: np.clip(x, 0.0, 1.0), "max"),
+    (("rcp_rn", "rcp_rz", "rcp_rd", "rcp_ru"), lambda x: 1 / x, "max"),
+    (("pow", "fast_powf", "powf"), np.power, "max"), (("atan2",), np.arctan2, "max"), (("hypot",), np.hypot, "max"),
+    (("rhypot",), lambda x, y: 1 / np.hypot(x, y), "max"), (("fmod",), np.fmod, "max"),
+    (("remainder",), _remainder, "max"), (("copysign",), np.copysign, "max"),
+    (("fdim",), lambda x, y: np.maximum(x - y, 0.0), "max"), (("nextafter",), np.nextafter, "max"),
+    (("fmin",), np.fmin, "max"), (("fmax",), np.fmax, "max"),
+    (("div_rn", "div_rz", "div_rd", "div_ru", "fast_dividef"), np.divide, "fdiv"),
+    (("add_rn", "add_rz", "add_rd", "add_ru"), np.add, "max"), (("sub_rn", "sub_rz", "sub_rd", "sub_ru"),
+                                                               np.subtract, "max"),
+    (("mul_rn", "mul_rz", "mul_rd", "mul_ru"), np.multiply, "fmul"),
+    (("fma", "fma_rn", "fma_rz", "fma_rd", "fma_ru"), lambda x, y, z: x * y + z, "fma"),
+):
+    for _name in _names:
+        _LIBDEVICE[_name] = (_fn, _rule, False)
+for _name, _fn in (("isnan", np.isnan), ("isinf", np.isinf), ("finitef", np.isfinite), ("isfinited", np.isfinite),
+                   ("signbit", np.signbit)):
+    _LIBDEVICE[_name] = (_fn, "max", True)
+
+
+def libdevice_names() -> list[str]:
+    return sorted(_LIBDEVICE)
+
+
+def libdevice(name: str, args: tuple, used: Counter, after: Callable[[TensorHandle, list, str], None]) -> Any:
+    """`libdevice.<name>(*args)` for the interpreter: the function in float64 on the values, the
+    result in the arguments' float type (or int32 for predicates). `after(handle, operands, rule)`
+    sets the result's dataflow shadows."""
+    if name not in _LIBDEVICE:
+        raise NotImplementedError(f"libdevice function {name} has no interpreter shim in tdiff")
+    fn, rule, predicate = _LIBDEVICE[name]
+    used[LIBDEVICE] += 1
+    tensors = [a for a in args if isinstance(a, tl.core.tensor)]
+    like = next((t for t in tensors if t.dtype.is_floating()), tensors[0] if tensors else None)
+    handles = [a.handle if isinstance(a, tl.core.tensor) else TensorHandle(np.array([float(a)], np.float32),
+                                                                             tl.float32) for a in args]
+    vals = [bf16_to_f32(h.data).astype(np.float64) if _is_bf16(h) else np.asarray(h.data, np.float64)
+            for h in handles]
+    with np.errstate(all="ignore"):
+        out = np.asarray(fn(*vals))
+    dt = tl.int32 if predicate else (like.dtype if like is not None else tl.float32)
+    if predicate:
+        data = out.astype(np.int32)
+    elif dt == tl.bfloat16:
+        data = f32_to_bf16(out.astype(np.float32))
+    else:
+        data = out.astype({16: np.float16, 32: np.float32, 64: np.float64}[dt.primitive_bitwidth])
+    h = TensorHandle(data, dt)
+    if not predicate:
+        after(h, handles, rule)
+    ty = tl.block_type(dt, list(data.shape)) if data.ndim and like is not None and like.type.is_block() else dt
+    return tl.core.tensor(h, ty)
+
+
+def bf16_atomic(op: str, ptr: TensorHandle, val: TensorHandle, mask: np.ndarray | None,
+                used: Counter) -> TensorHandle:
+    """A bf16 atomic read-modify-write done in order, lane by lane, on the values."""
+    from triton.runtime.interpreter import _interpreter
+
+    used[BF16_ATOMICS] += 1
+    addrs = np.asarray(ptr.data)
+    m = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), addrs.shape)
+    vals = np.broadcast_to(np.asarray(val.data), addrs.shape)
+    flat_a, flat_m, flat_v = addrs.reshape(-1), m.reshape(-1), vals.reshape(-1)
+    old = np.zeros(flat_a.shape, np.uint16)
+    for i in np.flatnonzero(flat_m):
+        one = flat_a[i : i + 1]
+        cur = _interpreter.load(one, np.ones(1, bool), np.zeros(1, np.uint16), np.dtype(np.uint16))
+        old[i] = cur[0]
+        a, b = bf16_to_f32(cur), bf16_to_f32(flat_v[i : i + 1])
+        new = {"add": a + b, "fadd": a + b, "max": np.maximum(a, b), "min": np.minimum(a, b), "xchg": b}.get(op)
+        if new is None:
+            raise NotImplementedError(f"bf16 atomic {op} is not supported by tdiff's interpreter shim")
+        _interpreter.store(one, f32_to_bf16(new), np.ones(1, bool))
+    return TensorHandle(old.reshape(addrs.shape), tl.bfloat16)

@@ -82,8 +82,16 @@ def special_value(kind: str, dt: DType) -> float:
     }[kind]
 
 
+#: NaNs tdiff draws carry a payload, so a NaN that came from an input is told from torch.empty's fill
+NAN_BITS = {"float32": (np.uint32, 0x7FC00ABC), "float16": (np.uint16, 0x7E05), "bfloat16": (np.uint16, 0x7FC5),
+            "float64": (np.uint64, 0x7FF8000000000ABC)}
+
+
 def special_carrier(kind: str, dt: DType) -> np.generic:
     """The carrier value of a special kind for a dtype (exact for 64-bit integer edges)."""
+    if kind == "nan" and dt.name in NAN_BITS:
+        bits, value = NAN_BITS[dt.name]
+        return np.array([value], dtype=bits).view(dt.carrier)[0]
     if dt.is_float:
         return to_carrier(np.array([special_value(kind, dt)]), dt)[0]
     value = {"int-min": int(dt.min), "int-max": int(dt.max), "zero": 0, "minus-one": -1}[kind]

@@ -1,8 +1,6 @@
 """Tests that kill mutants of tdiff's core the other tests let survive (see bench/mutants.py): each
 names the behaviour it pins down; the mutant it was written for is in bench/mutants.py."""
 
-import subprocess
-import sys
 import time
 from types import SimpleNamespace
 
@@ -30,8 +28,8 @@ from tdiff.strategies import tensor_arg
 from tdiff.targets import guard_pattern
 from tdiff.tolerance import Tolerance, from_ops, resolve
 from tests import hostile as H
-from tests.faulty import Perturb
 from tests import kernels as K
+from tests.faulty import Perturb
 
 OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=0, isolation="none")
 

@@ -1,0 +1,65 @@
+"""FlagGems bmm (`flag_gems.ops.bmm.bmm(A, B)`): `bmm_kernel`, LibEntry(LibTuner(heuristics(jit))),
+tiles from FlagGems' NVIDIA tune configs (config 0: 32x32x32, GROUP_M 1; config 2: 64x64x32, GROUP_M 2,
+which reorders programs in groups), DIVISIBLE_M/N/K heuristics dropping the masks. FlagGems passes
+the operands' strides without making them contiguous, so every layout is drawn."""
+
+import pytest
+import torch
+import triton
+
+import tdiff
+from tdiff import strategies as tst
+
+from ._gems import op
+
+B = op("bmm")
+FLOATS = ["float32", "float16", "bfloat16"]
+
+
+def launch(kernel, a, b):
+    batch, M, K = a.shape
+    _, _, N = b.shape
+    out = torch.empty((batch, M, N), dtype=a.dtype, device=a.device)
+    grid_fn = lambda meta: (triton.cdiv(meta["M"], meta["TILE_M"]), triton.cdiv(meta["N"], meta["TILE_N"]), batch)
+    kernel[grid_fn](
+        a, b, out, M, N, K,
+        a.stride(0), a.stride(1), a.stride(2),
+        b.stride(0), b.stride(1), b.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+    )
+    return out
+
+
+def reference(a, b):
+    return torch.bmm(a.double(), b.double()).to(a.dtype)
+
+
+def operands(dtypes):
+    return {
+        "dims": {"Bt": tst.sides(1, 3), "M": tst.sizes(block=32, max_blocks=3),
+                 "N": tst.sizes(block=32, max_blocks=3), "K": tst.sizes(block=32, max_blocks=2)},
+        "a": tst.tensors(shape=("Bt", "M", "K"), dtype=dtypes, readonly=True, max_numel=3 * 97 * 65),
+        "b": tst.tensors(shape=("Bt", "K", "N"), like="a", readonly=True, max_numel=3 * 65 * 97),
+    }
+
+
+# float32 and float16. bfloat16 is checked on its own below: Triton 3.6's interpreter multiplies the
+# raw bits of bf16 operands in tl.dot (FINDINGS.md, "Triton interpreter: tl.dot on bfloat16 multiplies
+# the raw 16-bit patterns").
+tdiff.check(
+    launch=launch,
+    reference=reference,
+    configs=[0, 2],
+    **operands(["float32", "float16"]),
+)(B.bmm_kernel)
+
+tdiff.check(
+    name="bf16",
+    launch=launch,
+    reference=reference,
+    configs=[0],
+    max_examples=5,
+    marks=[pytest.mark.xfail(strict=True,
+                             reason="Triton interpreter: tl.dot on bfloat16 multiplies the raw 16-bit patterns")],
+    **operands(["bfloat16"]),
+)(B.bmm_kernel)

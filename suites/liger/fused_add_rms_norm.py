@@ -1,0 +1,118 @@
+"""liger_kernel.ops.fused_add_rms_norm: residual add + RMSNorm (S = X + R; Y = rmsnorm(S)), forward and backward,
+all three casting modes."""
+
+import math
+
+import pytest
+
+pytest.importorskip("liger_kernel")
+
+import torch  # noqa: E402
+from liger_kernel.ops import fused_add_rms_norm as lib  # noqa: E402
+from liger_kernel.ops.utils import calculate_settings, torch_to_triton_dtype  # noqa: E402
+
+import tdiff  # noqa: E402
+from tdiff import strategies as tst  # noqa: E402
+
+CASTING = {"llama": 0, "gemma": 1, "none": -1}  # lib._str_to_casting_mode
+SHAPE = (tst.sides(1, 6), "H")
+
+
+def launch_fwd(kernel, X, R, W, eps, offset, casting_mode):
+    # LigerFusedAddRMSNormFunction.forward is @ensure_contiguous; fused_add_rms_norm_forward
+    X, R, W = X.contiguous(), R.contiguous(), W.contiguous()
+    shape = X.shape
+    X, R = X.view(-1, shape[-1]), R.view(-1, shape[-1])
+    n_rows, n_cols = X.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    mode = CASTING[casting_mode]
+    Y = torch.empty((n_rows, n_cols), dtype=X.dtype, device=X.device)
+    S = torch.empty((n_rows, n_cols), dtype=X.dtype, device=X.device)
+    RSTD = torch.empty(n_rows, dtype=torch.float32 if mode in (0, 1) else X.dtype, device=X.device)
+    kernel[(n_rows,)](Y, Y.stride(0), S, S.stride(0), X, X.stride(0), R, R.stride(0), W, W.stride(0), RSTD,
+                      RSTD.stride(0), n_cols, eps, offset, mode, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps,
+                      num_stages=2)
+    return Y.view(*shape), S.view(*shape), RSTD
+
+
+def _rstd(S, mode, eps):
+    s = S.double()
+    if mode == -1:  # "none": the mean square and eps rounded to S's dtype
+        ms = (s * s).mean(-1).to(S.dtype).double()
+        return torch.rsqrt(ms + torch.tensor(eps, dtype=S.dtype).double()).to(S.dtype)
+    return torch.rsqrt((s * s).mean(-1) + eps).float()
+
+
+def reference_fwd(X, R, W, eps, offset, casting_mode):
+    dt = X.dtype
+    S = (X.double() + R.double()).to(dt)  # the residual sum, in X's dtype
+    s = S.reshape(-1, S.shape[-1])
+    rstd = _rstd(s, CASTING[casting_mode], eps)
+    sn = s.double() * rstd.double()[:, None]
+    if casting_mode in ("llama", "none"):  # s * rstd is rounded to the dtype before the weight multiply
+        sn = sn.to(dt).double()
+    y = sn * (W.double() + offset)
+    return y.to(dt).view(X.shape), S, rstd
+
+
+tdiff.check(
+    launch=launch_fwd, reference=reference_fwd, name="forward",
+    dims={"H": tst.sides(1, 300)},
+    X=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
+    R=tst.tensors(like="X"),
+    W=tst.tensors(shape=("H",), like="X"),
+    eps=[1e-6, 1e-5], offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"],
+)(lib._fused_add_rms_norm_forward_kernel)
+
+EPS = 1e-6
+
+
+def launch_bwd(kernel, dY, dS_out, S, W, offset, casting_mode, in_place):
+    # LigerFusedAddRMSNormFunction.backward is @ensure_contiguous (dY, dS_out); S, W and RSTD are what the forward
+    # saved (RSTD computed here); fused_add_rms_norm_backward
+    dY, dS_out, S, W = dY.contiguous(), dS_out.contiguous(), S.contiguous(), W.contiguous()
+    mode = CASTING[casting_mode]
+    shape = dY.shape
+    dim = shape[-1]
+    dY, dS_out, S = dY.view(-1, dim), dS_out.view(-1, dim), S.view(-1, dim)
+    n_rows, n_cols = dY.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    RSTD = _rstd(S, mode, EPS)
+    sm_count = torch.cuda.get_device_properties(S.device).multi_processor_count if S.device.type == "cuda" else 1
+    _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device)
+    rows_per_program = math.ceil(n_rows / sm_count)
+    dX = dY if in_place else torch.empty_like(dY)
+    kernel[(sm_count,)](dY, dY.stride(0), dS_out, dS_out.stride(0), dX, dX.stride(0), S, S.stride(0),
+                        torch_to_triton_dtype[S.dtype], W, W.stride(0), RSTD, RSTD.stride(0), _dW, _dW.stride(0),
+                        n_rows, n_cols, offset, rows_per_program, mode, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps,
+                        num_stages=2, has_dS_out=True, COMPUTE_DW=True)
+    return dX.view(*shape), _dW.sum(dim=0).to(W.dtype)
+
+
+def reference_bwd(dY, dS_out, S, W, offset, casting_mode, in_place):
+    dt = S.dtype
+    s = S.reshape(-1, S.shape[-1]).double()
+    dy = dY.reshape(s.shape).double()
+    rstd = _rstd(S.reshape(s.shape), CASTING[casting_mode], EPS).double()[:, None]
+    m = dy * (W.double() + offset)
+    dx = rstd * m - rstd**3 / s.shape[-1] * (m * s).sum(-1, keepdim=True) * s + dS_out.reshape(s.shape).double()
+    sn = s * rstd
+    if casting_mode == "llama":  # dW accumulates dy * (s * rstd) rounded to S's dtype
+        sn = sn.to(dt).double()
+    dw = (dy * sn).sum(0).to(W.dtype)
+    dx = dx.to(dY.dtype).view(dY.shape)
+    if in_place and dY.is_contiguous():  # the kernel wrote dX into dY itself (tdiff compares dY's storage)
+        dY.copy_(dx)
+        return None, dw
+    return dx, dw
+
+
+tdiff.check(
+    launch=launch_bwd, reference=reference_bwd, name="backward",
+    dims={"H": tst.sides(1, 300)},
+    S=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
+    dY=tst.tensors(like="S"),
+    dS_out=tst.tensors(like="S"),
+    W=tst.tensors(shape=("H",), like="S"),
+    offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"], in_place=[False, True],
+)(lib._fused_add_rms_norm_backward_kernel)

@@ -1,0 +1,80 @@
+"""liger_kernel.ops.jsd: generalized Jensen-Shannon divergence (forward KL at beta = 0, reverse KL at beta = 1),
+loss and gradient in one kernel, as launched by the Triton backend of the ``jsd_loss_and_grad`` primitive
+(liger_kernel.ops.backends._triton.jsd.jsd_loss_and_grad_triton) that jsd_forward dispatches to."""
+
+import pytest
+
+pytest.importorskip("liger_kernel")
+
+import torch  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from liger_kernel.ops import jsd as lib  # noqa: E402
+from liger_kernel.ops.backends._triton import jsd as triton_backend  # noqa: E402
+
+import tdiff  # noqa: E402
+from tdiff import strategies as tst  # noqa: E402
+
+IGNORE = -100
+
+
+@st.composite
+def inputs(draw):
+    BT = draw(st.integers(1, 8))
+    V = draw(st.one_of(tst.sides(1, 300), st.sampled_from([4095, 4096, 4097, 8200])))  # BLOCK_SIZE <= 4096
+    dt = draw(st.sampled_from(tst.FLOATS))
+    labels = draw(st.one_of(st.none(), st.lists(st.one_of(st.integers(0, V - 1), st.just(IGNORE)), min_size=BT,
+                                                max_size=BT)))
+    # log-probabilities, as LigerJSDFunction documents its inputs (log Q and log P, so P, Q <= 1); -inf included
+    logp = tst.values(max_value=0)
+    return {
+        "_input": draw(tst.tensors(shape=(BT, V), dtype=dt, max_numel=10**6, values=logp)),
+        "target": draw(tst.tensors(shape=(BT, V), dtype=dt, max_numel=10**6, values=logp)),
+        "shift_labels": None if labels is None else torch.tensor(labels, dtype=torch.int64),
+        "beta": draw(st.sampled_from([0.5, 0.0, 1.0, 0.1])),
+    }
+
+
+def launch(kernel, _input, target, shift_labels, beta):
+    # LigerJSDFunction.forward is @ensure_contiguous; jsd_forward -> jsd_loss_and_grad_triton. dX is a clone of
+    # the input the kernel overwrites with the gradient; the loss tile is summed in torch afterwards.
+    _input, target = _input.contiguous(), target.contiguous()
+    has_label = shift_labels is not None
+    if has_label:
+        shift_labels = shift_labels.contiguous()
+    BT, V = _input.shape
+    n_non_ignore = float((shift_labels != IGNORE).sum().item() if has_label else BT)
+    dX = _input.clone()
+    BLOCK_SIZE = min(triton_backend._JSD_TRITON_BLOCK_SIZE, triton_backend._next_pow2(V))
+    loss = torch.zeros((BT, V), dtype=torch.float32, device=dX.device)
+    label_arg = shift_labels if has_label else torch.empty(1, device=dX.device)
+    kernel[(BT,)](X_ptr=dX, X_stride=dX.stride(-2), Y_ptr=target, Y_stride=target.stride(-2), loss_ptr=loss,
+                  loss_stride=loss.stride(-2), dX_ptr=dX, dX_stride=dX.stride(-2), label_ptr=label_arg,
+                  beta=float(beta), n_non_ignore=int(round(n_non_ignore)), ignore_index=IGNORE, n_cols=V,
+                  BLOCK_SIZE=BLOCK_SIZE, HAS_LABEL=has_label)
+    return loss, dX
+
+
+def reference(_input, target, shift_labels, beta):
+    """Per element, scaled by 1 / (rows not ignored): beta = 0: P (log P - log Q) (forward KL); beta = 1:
+    Q (log Q - log P) (reverse KL); otherwise beta P (log P - log M) + (1 - beta) Q (log Q - log M) with
+    M = beta P + (1 - beta) Q; X = log Q is the input (student), Y = log P the target (teacher)."""
+    X, Y = _input.double(), target.double()
+    keep = torch.ones(X.shape[0], dtype=torch.bool) if shift_labels is None else shift_labels != IGNORE
+    n = int(keep.sum())
+    Q, P = X.exp(), Y.exp()
+    if beta == 0.0:
+        loss, dX = P * (Y - X), -P
+    elif beta == 1.0:
+        loss = Q * (X - Y)
+        dX = loss + Q
+    else:
+        log_M = torch.logaddexp(Y + torch.log(torch.tensor(beta, dtype=torch.float64)),
+                                X + torch.log(torch.tensor(1 - beta, dtype=torch.float64)))
+        loss = beta * P * (Y - log_M) + (1 - beta) * Q * (X - log_M)
+        dX = (1 - beta) * Q * (X - log_M)
+    loss = torch.where(keep[:, None], loss / max(n, 1), 0.0)
+    dX = torch.where(keep[:, None], dX / max(n, 1), 0.0)
+    return loss.float(), dX.to(_input.dtype)
+
+
+tdiff.check(launch=launch, reference=reference, name="forward", inputs=inputs())(lib._jsd_kernel)

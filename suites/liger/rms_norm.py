@@ -1,0 +1,118 @@
+"""liger_kernel.ops.rms_norm: RMSNorm forward and backward (row kernels), all three casting modes."""
+
+import math
+
+import pytest
+
+pytest.importorskip("liger_kernel")
+
+import torch  # noqa: E402
+from liger_kernel.ops import rms_norm as lib  # noqa: E402
+from liger_kernel.ops.utils import calculate_settings, torch_to_triton_dtype  # noqa: E402
+
+import tdiff  # noqa: E402
+from tdiff import strategies as tst  # noqa: E402
+
+CASTING = {"llama": 0, "gemma": 1, "none": -1}  # lib._str_to_casting_mode
+
+
+def launch_fwd(kernel, X, W, eps, offset, casting_mode):
+    # LigerRMSNormFunction.forward is @ensure_contiguous; rms_norm_forward views X as (-1, dim)
+    X, W = X.contiguous(), W.contiguous()
+    shape = X.shape
+    X = X.view(-1, shape[-1])
+    n_rows, n_cols = X.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    mode = CASTING[casting_mode]
+    Y = torch.empty((n_rows, n_cols), dtype=X.dtype, device=X.device)
+    RSTD = torch.empty(n_rows, dtype=torch.float32 if mode in (0, 1) else X.dtype, device=X.device)
+    # rms_norm_forward takes the row kernel when BLOCK_SIZE > 256 or n_rows < 4096 * 8 (always, here)
+    assert BLOCK_SIZE > 256 or n_rows < 4096 * 8
+    kernel[(n_rows,)](Y, Y.stride(0), X, X.stride(0), W, W.stride(0), RSTD, RSTD.stride(0), n_cols, eps, offset,
+                      mode, elementwise_affine=True, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    return Y.view(*shape), RSTD
+
+
+def reference_fwd(X, W, eps, offset, casting_mode):
+    dt = X.dtype
+    x = X.reshape(-1, X.shape[-1]).double()
+    w = W.double()
+    if casting_mode == "none":  # everything in X's dtype: eps and the mean square are rounded to it
+        ms = (x * x).mean(-1).to(dt).double()
+        rstd = torch.rsqrt(ms + torch.tensor(eps, dtype=dt).double())
+        y = (x * rstd[:, None]).to(dt).double() * (w + offset)
+        return y.to(dt).view(X.shape), rstd.to(dt)
+    rstd = torch.rsqrt((x * x).mean(-1) + eps)
+    xn = x * rstd[:, None]
+    if casting_mode == "llama":  # x * rstd is rounded to X's dtype before the weight multiply
+        xn = xn.to(dt).double()
+    y = xn * (w + offset)
+    return y.to(dt).view(X.shape), rstd.float()
+
+
+
+tdiff.check(
+    launch=launch_fwd, reference=reference_fwd, name="forward",
+    dims={"H": tst.sides(1, 300)},
+    X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=tst.FLOATS, max_numel=2048),
+    W=tst.tensors(shape=("H",), like="X"),
+    eps=[1e-6, 1e-5], offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"],
+)(lib._rms_norm_forward_kernel)
+
+
+def launch_bwd(kernel, dY, X, W, offset, casting_mode, in_place):
+    # LigerRMSNormFunction.backward is @ensure_contiguous (dY); X, W and RSTD are the contiguous tensors
+    # the forward saved. RSTD is computed here (in fp32 for llama/gemma, in X's dtype for "none").
+    dY, X, W = dY.contiguous(), X.contiguous(), W.contiguous()
+    mode = CASTING[casting_mode]
+    shape = dY.shape
+    dY = dY.view(-1, shape[-1])
+    X = X.view(-1, shape[-1])
+    n_rows, n_cols = dY.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    RSTD = _rstd(X, mode)
+    sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 1
+    _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device)
+    rows_per_program = math.ceil(n_rows / sm_count)
+    dX = dY if in_place else torch.zeros_like(dY)
+    kernel[(sm_count,)](dY, dY.stride(0), dX, dX.stride(0), X, X.stride(0), torch_to_triton_dtype[X.dtype], W,
+                        W.stride(0), RSTD, RSTD.stride(0), _dW, _dW.stride(0), n_rows, n_cols, offset,
+                        rows_per_program, mode, elementwise_affine=True, BLOCK_SIZE=BLOCK_SIZE, COMPUTE_DW=True,
+                        num_warps=num_warps)
+    return dX.view(*shape), _dW.sum(dim=0).to(W.dtype)
+
+
+def _rstd(X, mode):
+    x = X.double()
+    if mode == -1:
+        return torch.rsqrt((x * x).mean(-1).to(X.dtype).double() + 1e-6).to(X.dtype)
+    return torch.rsqrt((x * x).mean(-1) + 1e-6).float()
+
+
+def reference_bwd(dY, X, W, offset, casting_mode, in_place):
+    dt = X.dtype
+    x = X.reshape(-1, X.shape[-1]).double()
+    dy = dY.reshape(-1, X.shape[-1]).double()
+    rstd = _rstd(X.reshape(-1, X.shape[-1]), CASTING[casting_mode]).double()[:, None]
+    w = W.double() + offset
+    m = dy * w
+    dx = rstd * m - rstd**3 / x.shape[-1] * (m * x).sum(-1, keepdim=True) * x
+    xn = x * rstd
+    if casting_mode == "llama":  # dW accumulates dy * (x * rstd) rounded to X's dtype
+        xn = xn.to(dt).double()
+    dw = (dy * xn).sum(0)
+    dx = dx.to(dY.dtype).view(dY.shape)
+    if in_place and dY.is_contiguous():  # the kernel wrote dX into dY itself (tdiff compares dY's storage)
+        dY.copy_(dx)
+        return None, dw.to(W.dtype)
+    return dx, dw.to(W.dtype)
+
+
+tdiff.check(
+    launch=launch_bwd, reference=reference_bwd, name="backward",
+    dims={"H": tst.sides(1, 300)},
+    X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=tst.FLOATS, max_numel=2048),
+    dY=tst.tensors(like="X"),
+    W=tst.tensors(shape=("H",), like="X"),
+    offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"], in_place=[True, False],
+)(lib._rms_norm_backward_kernel)

@@ -1,0 +1,71 @@
+"""liger_kernel.ops.softmax: row softmax forward and backward (single-block kernels).
+
+_softmax_forward takes the multi-block kernels only when n_cols > BLOCK_SIZE = next_power_of_2(n_cols), which
+never holds (calculate_settings raises past 65536 columns): the wrapper never launches them, so they are not
+checked here.
+"""
+
+import pytest
+
+pytest.importorskip("liger_kernel")
+
+import torch  # noqa: E402
+from liger_kernel.ops import softmax as lib  # noqa: E402
+from liger_kernel.ops.utils import calculate_settings  # noqa: E402
+
+import tdiff  # noqa: E402
+from tdiff import strategies as tst  # noqa: E402
+
+SHAPE = (tst.sides(1, 4), tst.sides(1, 5), "H")
+
+
+def launch_fwd(kernel, x):
+    # LigerSoftmaxFunction.forward is @ensure_contiguous; _softmax_forward
+    x = x.contiguous()
+    *batch, n_cols = x.shape
+    x2d = x.contiguous().view(-1, n_cols)
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    y2d = torch.empty_like(x2d)
+    assert n_cols <= BLOCK_SIZE
+    kernel[(x2d.shape[0],)](y2d, y2d.stride(0), x2d, x2d.stride(0), n_cols, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    return y2d.view(*batch, n_cols)
+
+
+def reference_fwd(x):
+    return torch.softmax(x.double(), dim=-1).to(x.dtype)
+
+
+tdiff.check(
+    launch=launch_fwd, reference=reference_fwd, name="forward",
+    dims={"H": tst.sides(1, 300)},
+    x=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
+)(lib._softmax_single_block_forward_kernel)
+
+
+def launch_bwd(kernel, x, dy):
+    # LigerSoftmaxFunction.backward is @ensure_contiguous (grad_output); y is the forward's output, computed here
+    # from the logits x (in x's dtype, as the forward stores it); _softmax_backward
+    dy = dy.contiguous()
+    y = torch.softmax(x.float(), dim=-1).to(x.dtype)
+    *batch, n_cols = dy.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    dy2d = dy.contiguous().view(-1, n_cols)
+    y2d = y.contiguous().view(-1, n_cols)
+    dx2d = torch.empty_like(dy2d)
+    kernel[(dy2d.shape[0],)](dy2d, dy2d.stride(0), y2d, y2d.stride(0), dx2d, dx2d.stride(0), n_cols,
+                             BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    return dx2d.view(*batch, n_cols)
+
+
+def reference_bwd(x, dy):
+    xd = x.double().requires_grad_(True)
+    (dx,) = torch.autograd.grad(torch.softmax(xd, dim=-1), xd, dy.double())
+    return dx.to(dy.dtype)
+
+
+tdiff.check(
+    launch=launch_bwd, reference=reference_bwd, name="backward",
+    dims={"H": tst.sides(1, 300)},
+    x=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
+    dy=tst.tensors(like="x"),
+)(lib._softmax_single_block_backward_kernel)

@@ -166,8 +166,8 @@ def _unobserved(outcome: Outcome, case: Case, kernel: str, report: Report) -> No
             never = (target.writers < 0) & is_fill(target)
         elif "launch" in where and t is not None:
             never = is_fill(target)  # passed to the kernel, never stored into
-        elif "launch" in where and t is None and is_fill(target).all() and target.values.size:
-            never = is_fill(target)  # compiled: still all fill pattern
+        elif "launch" in where and t is None and target.dtype.is_float and is_fill(target).all() and target.values.size:
+            never = is_fill(target)  # compiled: still all tdiff's fill NaN (an integer fill is a legitimate value)
         else:
             continue
         if never.any():

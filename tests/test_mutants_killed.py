@@ -1,6 +1,7 @@
 """Tests that kill mutants of tdiff's core the other tests let survive (see bench/mutants.py): each
 names the behaviour it pins down; the mutant it was written for is in bench/mutants.py."""
 
+import json
 import time
 from types import SimpleNamespace
 
@@ -20,7 +21,8 @@ from tdiff.backends.memory import Memory, Region
 from tdiff.backends.reference import ReferenceBackend
 from tdiff.case import Case
 from tdiff.classify import DISCARD, FAIL, classify
-from tdiff.compare import close, coarse_scale, compare
+from tdiff.compare import Rules, close, coarse_scale, compare
+from tdiff.errors import CorpusError
 from tdiff.evidence import gather
 from tdiff.outcome import GUARD_BYTES, ErrorInfo, Outcome, ReturnedTensor, StorageOutcome
 from tdiff.shrink import shrink
@@ -29,7 +31,7 @@ from tdiff.targets import guard_pattern
 from tdiff.tolerance import Tolerance, from_ops, resolve
 from tests import hostile as H
 from tests import kernels as K
-from tests.faulty import Perturb
+from tests.faulty import FakeCompiledTail, Perturb
 
 OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=0, isolation="none")
 
@@ -74,7 +76,7 @@ def _row_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
 
 
-def _copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def _other_twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
 
@@ -171,10 +173,20 @@ def test_a_kernel_overflow_the_float64_run_does_not_share_fails():
 
 # ---------------------------------------------------------------- verdicts
 
+class FakeCompiledTailUntraced(FakeCompiledTail):
+    """`FakeCompiledTail` without the interpreter's trace, as the real compiled backend."""
+
+    def run(self, target, case):
+        outcome = super().run(target, case)
+        outcome.trace = None
+        return outcome
+
+
 def test_the_interpreter_guides_the_comparison_of_the_compiled_side_with_the_reference():
     # the compiled side is off by one in its last program; another element of the tensor is 1e30: the
-    # compiled side against the reference is judged with the interpreter's per-element scale too
-    judge = judge_for(K.double_kernel.__tdiff_checks__[0], backends=("tests.faulty:FakeCompiledTail", "interpreter"))
+    # compiled side against the reference (neither traced) is judged with the interpreter's per-element scale
+    judge = judge_for(K.double_kernel.__tdiff_checks__[0],
+                      backends=("tests.test_mutants_killed:FakeCompiledTailUntraced", "interpreter"))
     v, ev = judge.verdict(x_case([1e30] + [1.0] * 69))
     assert not ev.pair("compiled", "reference").comparison.ok
     assert v.label == V.COMPILED_WRONG, v
@@ -185,7 +197,7 @@ def test_an_error_is_judged_before_integrity_findings():
     case = Case({"t": tensor_arg(torch.zeros(2, 3))})
     interp = InterpreterBackend().run(check, case)  # goes out of bounds
     ref = Outcome("reference", error=ErrorInfo("exception", "RuntimeError: the reference failed"))
-    ev = gather(case, "inplace_overrun", {"interpreter": interp, "reference": ref}, tdiff.compare.Rules())
+    ev = gather(case, "inplace_overrun", {"interpreter": interp, "reference": ref}, Rules())
     assert any(f.kind == "oob" for f in ev.reports["interpreter"].findings)
     assert V.decide(ev).label == "reference error"
 
@@ -195,7 +207,7 @@ def test_guard_band_damage_alone_is_out_of_bounds():
     case = Case({"t": tensor_arg(torch.zeros(2, 3))})
     interp = InterpreterBackend(BackendSpec("interpreter", check_pointers=False)).run(check, case)
     ev = gather(case, "inplace_overrun", {"interpreter": interp, "reference": ReferenceBackend().run(check, case)},
-                tdiff.compare.Rules())
+                Rules())
     kinds = {f.kind for f in ev.reports["interpreter"].findings}
     assert "guard" in kinds and "oob" not in kinds  # (no pointer checks: only the guard band shows it)
     assert V.decide(ev).label == V.OUT_OF_BOUNDS
@@ -229,14 +241,29 @@ def test_the_reference_decides_between_backends():
     assert v.label == V.INTERPRETER_WRONG, v
 
 
-@pytest.mark.parametrize("which,orders", [(0, "reversed"), (1, "shuffled")], ids=["first", "middle"])
-def test_a_race_only_another_order_shows(which, orders):
+def _middle_of_a_shuffle():
+    """A grid size n (odd) whose shuffled program order does not run program n // 2 in the middle,
+    as the forward and reversed orders both do."""
+    shuffled = InterpreterBackend(BackendSpec("interpreter", order="shuffled"))
+    for n in (3, 5, 7, 9, 11):
+        ran = shuffled.run(_arrival_check(0), Case({"x": tensor_arg(torch.zeros(n))})).trace.programs_run
+        if ran[n // 2] != (n // 2, 0, 0):
+            return n
+    raise AssertionError("the shuffled order runs the middle program in the middle for every grid tried")
+
+
+@pytest.mark.parametrize("orders", ["reversed", "shuffled"], ids=["first", "middle"])
+def test_a_race_only_another_order_shows(orders):
     # programs synchronized through an atomic (so the trace judges no race), a result that depends on
-    # their order: the first arrival differs reversed; the middle one (of 3) only in a shuffled order
+    # their order: which program arrives first differs in the reversed order; which arrives in the
+    # middle (of an odd number) is the same forward and reversed, and differs only in a shuffled order
+    n = 3 if orders == "reversed" else _middle_of_a_shuffle()
+    which = 0 if orders == "reversed" else n // 2
     judge = judge_for(_arrival_check(which))
-    case = Case({"x": tensor_arg(torch.zeros(3))})
+    case = Case({"x": tensor_arg(torch.zeros(n))})
     v, ev = judge.verdict(case)
-    assert v.label == V.VS_REFERENCE and ev.outcomes["interpreter"].trace.sync  # forward: 0 or 1, not -1
+    assert v.label == V.VS_REFERENCE and ev.outcomes["interpreter"].trace.sync  # forward: `which`, not -1
+    assert int(ev.outcomes["interpreter"].returned.values[0]) == which
     v, ev = judge.verdict(case, final=True)
     assert v.label == V.RACE and orders in v.reasons[0], v
     assert int(ev.extra[f"{orders}:interpreter"].returned.values[0]) != which
@@ -261,7 +288,7 @@ def test_only_the_interpreter_has_limitations():
 # ---------------------------------------------------------------- integrity
 
 def test_launching_another_kernel_is_never_launched():
-    other = triton.jit(_copy)
+    other = triton.jit(_other_twice)
 
     def launch(kernel, x):  # computes the right values, with a kernel other than the declared one
         out = torch.empty_like(x)
@@ -271,7 +298,7 @@ def test_launching_another_kernel_is_never_launched():
     kernel = tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(8,)),
                          name="other-kernel")(triton.jit(_twice))
     v, _ = judge_for(tdiff.checks_of(kernel)[0]).verdict(x_case([1.0] * 8))
-    assert v.label == V.NEVER_LAUNCHED and "_copy" in v.reasons[0], v
+    assert v.label == V.NEVER_LAUNCHED and "_other_twice" in v.reasons[0], v
 
 
 def test_returned_elements_no_program_wrote_are_unobserved():
@@ -356,8 +383,6 @@ def test_corpus_entries_belong_to_their_own_check(tmp_path):
 
 
 def test_corpus_entries_belong_to_their_own_module(tmp_path):
-    import json
-
     check = K.double_kernel.__tdiff_checks__[0]
     path = _entry(tmp_path, check)
     meta = json.loads((path / "entry.json").read_text())
@@ -369,7 +394,7 @@ def test_corpus_entries_belong_to_their_own_module(tmp_path):
 def test_an_entry_with_other_inputs_is_an_error(tmp_path):
     check = K.double_kernel.__tdiff_checks__[0]
     path = _entry(tmp_path, check, Case({"y": tensor_arg(torch.ones(2))}))
-    with pytest.raises(tdiff.errors.CorpusError, match="no longer match"):
+    with pytest.raises(CorpusError, match="no longer match"):
         corpus.Entry(path).load_case(check)
 
 
@@ -498,8 +523,6 @@ def _verify(tmp_path, printed, code, verdict):
 
 
 def _mark(kind, targets):
-    import json
-
     return f"{repro.MARK} " + json.dumps({"kind": kind, "targets": targets})
 
 

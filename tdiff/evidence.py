@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 from . import integrity
 from .case import Case
@@ -66,12 +67,42 @@ def _guide(outcomes: dict[str, Outcome]) -> Outcome | None:
     return best
 
 
+def same_path(run: Outcome, fp64: Outcome) -> bool:
+    """Whether the float64 run launched what the run did: the same kernels, grids, options and
+    arguments other than tensor dtypes and floats. A `launch` that picks a path by dtype (liger's
+    group norm passes tl.bfloat16 for every input that is not float32) makes the float64 run
+    another computation, which decides nothing about this one."""
+    if len(run.launches) != len(fp64.launches):
+        return False
+    for a, b in zip(run.launches, fp64.launches):
+        if (a.kernel, a.grid, a.config, len(a.args), sorted(a.kwargs)) != \
+                (b.kernel, b.grid, b.config, len(b.args), sorted(b.kwargs)):
+            return False
+        if [_path_part(x) for x in a.args] != [_path_part(y) for y in b.args] or \
+                any(_path_part(a.kwargs[k]) != _path_part(b.kwargs[k]) for k in a.kwargs):
+            return False
+    return True
+
+
+def _path_part(d: dict) -> Any:
+    kind = d.get("kind")
+    if kind in ("input", "tensor"):
+        return "tensor", tuple(d.get("shape", ())), tuple(d.get("strides", ()))
+    if kind == "float":
+        return "float"
+    if kind == "tuple":
+        return "tuple", tuple(_path_part(i) for i in d.get("items", []))
+    return kind, d.get("value")
+
+
 def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
            pairs: list[tuple[str, str]] | None = None, fp64: Outcome | None = None) -> Evidence:
     """Classify and compare every pair of outcomes (or the pairs given), and check each outcome.
     `fp64`: the float64 run, when there is one (it decides differences at the range edge)."""
     guide = _guide(outcomes)
-    exact = view(fp64, case) if fp64 is not None and fp64.error is None else None
+    exact = None
+    if fp64 is not None and fp64.error is None and (guide is None or same_path(guide, fp64)):
+        exact = view(fp64, case)
     rules = Rules(rules.tolerance, rules.tolerances, view(guide, case) if guide is not None else None, exact)
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:

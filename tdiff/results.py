@@ -49,6 +49,7 @@ class CheckResult:
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
+    known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0
     pair_note: str | None = None  # why these opinions (e.g. no GPU)
     compared: str = ""  # what a pass means: the opinions compared on every case

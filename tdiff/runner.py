@@ -150,7 +150,10 @@ class Runner:
                 extra.append(f"reproducer: not written ({div.repro_note})")
             div.pictures = save_pictures(_comparisons(ev, verdict), folder)
             extra += [f"picture: {p}" for p in div.pictures]
-        if self.options.corpus_dir is not None and source == "search":
+        same = next((path for path, rec in judge.result.known if _same_divergence(rec, verdict)), None)
+        if self.options.corpus_dir is not None and source == "search" and same is not None:
+            extra.append(f"corpus entry: not written (the known divergence of {same})")
+        elif self.options.corpus_dir is not None and source == "search":
             try:
                 div.corpus_path = corpus_mod.write(Path(self.options.corpus_dir), check, case, verdict, ev)
                 extra.append(f"corpus entry: {div.corpus_path}")
@@ -188,14 +191,28 @@ class Runner:
                                     f"set its \"expect\" to \"pass\" to keep it as a regression test")
             result.replayed.append((entry.id, "passed"))
             return "passed"
-        if known:
+        recorded = meta.get("divergence") or {}
+        if known and _same_divergence(recorded, verdict):
             result.replayed.append((entry.id, "known"))
+            result.known.append((entry.path, recorded))
             result.notes.append(f"corpus entry {entry.path} still shows its known divergence: {verdict}")
             return "known"
+        if known:
+            result.notes.append(f"corpus entry {entry.path} records a known {recorded.get('kind')} divergence in "
+                                f"{', '.join(recorded.get('targets') or []) or 'its outputs'}; it now fails otherwise "
+                                f"({verdict.label}): judged as a new failure")
         result.replayed.append((entry.id, "failed"))
         result.divergences.append(self.finish(check, judge, Found(case, verdict, ev),
                                               source=f"corpus entry {entry.path}"))
         return "failed"
+
+
+def _same_divergence(recorded: dict, verdict: Any) -> bool:
+    """Whether a failure is the one a known-divergence entry recorded: the same kind, in a target it named."""
+    kind, targets = recorded.get("kind"), set(recorded.get("targets") or ())
+    if kind and verdict.kind and kind != verdict.kind:
+        return False
+    return not (targets and verdict.targets and not targets & set(verdict.targets))
 
 
 def verify(kernel: Any, *, options: RunOptions | None = None, executor: Any = None,

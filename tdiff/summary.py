@@ -83,11 +83,12 @@ def check_lines(s: dict) -> list[str]:
 
 def total_lines(summaries: list[dict]) -> list[str]:
     totals: dict[str, float] = defaultdict(float)
-    cases = judged = compiles = loads = 0
+    cases = judged = compiles = loads = replayed = 0
     compile_seconds = 0.0
     shims: dict[str, int] = defaultdict(int)
     for s in summaries:
         cases += s["cases"]
+        replayed += len(s.get("replayed") or ())
         judged += s["judged"]
         compiles += s["compiles"]
         loads += s.get("cache_loads", 0)
@@ -100,7 +101,8 @@ def total_lines(summaries: list[dict]) -> list[str]:
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
     if loads:
         comp += f", {loads} loaded from Triton's cache"
-    lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases ({judged} judged); "
+    entries = f" and {replayed} corpus entries" if replayed else ""
+    lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged); "
              f"time in backends: {t}{comp}"]
     if shims:
         lines.append("tdiff: stock TRITON_INTERPRET=1 would differ or fail where tdiff's interpreter used "

@@ -103,7 +103,8 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
         for f in p.comparison.forgiven:
             (j, x, y) = f.example
             how = "the case's inputs reach the dtype's limits" if f.coarse else \
-                "inputs near the dtype's limits overflowed on the way, in an order Triton does not fix"
+                "values at the dtype's limits overflowed on the way, in an order Triton does not fix, or the exact " \
+                "result does not fit the dtype"
             out.append(("range-edge", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` differ only at the "
                                       f"range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}): not failed"))
         if p.comparison.coarse:

@@ -402,3 +402,66 @@ def inline_asm_double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     y = tl.inline_asm_elementwise("add.f32 $0, $1, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(out_ptr + offs, y, mask=offs < n)
+
+
+# --- a float16 sum of squares at the limit of the range (liger's RMSNorm, casting_mode "none"): whether it
+# overflows depends on the order the sum takes
+
+def _fp16_rms_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+def _fp16_rms_reference(x):
+    x64 = x.double()
+    return (x64 * torch.rsqrt((x64 * x64).mean())).to(x.dtype)
+
+
+@tdiff.check(launch=_fp16_rms_launch, reference=_fp16_rms_reference,
+             x=tst.tensors(shape=(tst.sides(1, 300),), dtype="float16", layouts=["contiguous"]))
+@triton.jit
+def fp16_rms(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    ms = tl.sum(x * x, axis=0) / n  # in float16, as Triton sums float16
+    tl.store(out_ptr + offs, x * (1.0 / tl.sqrt(ms.to(tl.float32))).to(tl.float16), mask=offs < n)
+
+
+# --- a launch that picks a path by dtype (liger's group norm: tl.bfloat16 for every input that is not float32):
+# the float64 run is another computation
+
+def _by_dtype_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), OUT=tl.float32 if x.dtype == torch.float32 else tl.bfloat16,
+                 BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+@tdiff.check(launch=_by_dtype_launch, reference=lambda x: x * 3,
+             x=tst.tensors(shape=(tst.sides(1, 8),), dtype="float32", layouts=["contiguous"]))
+@triton.jit
+def rounds_by_dtype(x_ptr, out_ptr, n, OUT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, (x * 3).to(OUT), mask=offs < n)
+
+
+# --- a result that does not fit the dtype (liger's KL divergence with log targets): exp overflows on the way and
+# inf - inf gives NaN where the float64 reference's result, cast to float32, is -inf
+
+def _kl_launch(kernel, t, y):
+    out = torch.empty(1, dtype=torch.float32, device=t.device)
+    kernel[(1,)](t, y, out, t.numel(), BLOCK=triton.next_power_of_2(t.numel()))
+    return out
+
+
+@tdiff.check(launch=_kl_launch, reference=lambda t, y: (t.double().exp() * (t.double() - y.double())).sum()
+             .reshape(1).float(),
+             t=tst.tensors(shape=(tst.sides(1, 8),), layouts=["contiguous"]), y=tst.tensors(like="t"))
+@triton.jit
+def kl_log_target(t_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    t = tl.load(t_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)  # in float32 also in the float64 run
+    y = tl.load(y_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    tl.store(out_ptr, tl.sum(tl.exp(t) * (t - y), axis=0))

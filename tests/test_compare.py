@@ -33,7 +33,9 @@ def test_exact_for_integers_bool_and_data_movement():
     assert from_ops({"farith"}, "int32").exact and from_ops(set(), "float32").exact
     tol = from_ops(set(), "float16")
     raw_a, raw_b = np.array([1.0, -0.0], np.float16), np.array([1.0, 0.0], np.float16)
-    assert list(close(f64(raw_a), f64(raw_b), tol, raw_a, raw_b)) == [True, False]  # bits, not values
+    assert list(close(f64(raw_a), f64(raw_b), tol, raw_a=raw_a, raw_b=raw_b)) == [True, False]  # bits, not values
+    big_a, big_b = np.array([2**60], np.int64), np.array([2**60 + 1], np.int64)  # equal once in float64
+    assert not close(f64(big_a), f64(big_b), from_ops(set(), "int64"), raw_a=big_a, raw_b=big_b).any()
 
 
 def _tf32(x):

@@ -191,6 +191,11 @@ def test_range_edge_kernels_pass_compiled_vs_interpreted():
         results.append((check.kernel_name, v.label, [k for k, _ in v.notes]))
         assert not v.failed, (check.kernel_name, v, v.notes)
     print("\n" + "\n".join(map(str, results)))
+    # float16 sums of squares at and past 65504 (liger's RMSNorm "none"): a search, compiled vs interpreter vs
+    # the float64 reference; rows past the limit fail as the kernel's, rows at it pass at the range edge
+    r = _run(H.fp16_rms)
+    print(f"fp16_rms: {r.status}, {[d.verdict.label for d in r.failures]}, caveats {dict(r.caveats)}")
+    assert r.status in ("passed", "failed") and all(d.verdict.label == "kernel bug" for d in r.failures), r.report()
     r = _run(H.nan_into_finite)
     assert r.status == "failed" and r.failures[0].verdict.label == "kernel bug", r.report()
     r = _run(H.writes_padding)

@@ -133,7 +133,7 @@ def test_compile_budget_option_and_the_compiles_in_the_summary(project, monkeypa
         "--tdiff-backends", "tests.faulty:FakeCompiling,interpreter", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert "note: compile budget of 1 reached" in out
+    assert "note: compile budget (1 compiles) reached" in out
     assert re.search(r"tdiff: 1 checks, 12 cases \(12 judged\); .*; \d+ specializations compiled in [\d.]+s", out), out
     bad = project.runpytest_subprocess("--tdiff", "--tdiff-max-compiles", "-1")
     assert "--tdiff-max-compiles must be 0 (no limit) or more" in bad.stderr.str()

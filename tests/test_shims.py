@@ -1,6 +1,8 @@
 """tdiff's interpreter runs what the compiler accepts: each shim is needed (the kernel fails or is
 wrong without it), gives the reference's numbers with it, and is counted."""
 
+import math
+
 import pytest
 import torch
 import triton
@@ -117,3 +119,29 @@ def test_shims_are_counted_in_the_summary():
     (r,) = tdiff.verify(eps_to, profile="ci", max_examples=5, corpus_dir=None, repro_dir=None, isolation="none")
     lines = "\n".join(check_lines(record(r)))
     assert f"interpreter: worked around {shims.FLOAT_ARGS} in 5 case(s)" in lines
+
+
+@tdiff.check(launch=_launch, x=tdiff.strategies.tensors(shape=(8,), layouts=["contiguous"]))
+@triton.jit
+def relu_like(x_ptr, out_ptr, n, unused, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0) + tl.minimum(x, 1.0), mask=offs < n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_maximum_and_minimum_skip_nan_as_compiled_code_does(without, dtype):
+    x = torch.tensor([float("nan"), -2.0, 3.0, 0.5], dtype=dtype)
+    out = _run(relu_like, x)
+    # maxnum(NaN, 0) = 0 and minnum(NaN, 1) = 1 on the GPU (propagate_nan=NONE)
+    assert out.error is None and out.trace.shims[shims.NAN_MINMAX] == 2
+    assert _floats(out.returned.values, dtype) == [1.0, -2.0, 4.0, 1.0]
+    x_finite = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=dtype)
+    assert _run(relu_like, x_finite).trace.shims[shims.NAN_MINMAX] == 0  # counted only where it mattered
+    without(shims.NAN_MINMAX)
+    out = _run(relu_like, x)
+    assert out.trace.shims[shims.NAN_MINMAX] == 0 and math.isnan(_floats(out.returned.values, dtype)[0])
+
+
+def _floats(values, dtype):
+    return torch.from_numpy(values.copy()).view(dtype).float().tolist()

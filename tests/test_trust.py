@@ -140,6 +140,13 @@ def test_differences_at_the_range_edge_pass_with_a_note():
     a = torch.tensor([[top, 1.0], [float("inf"), -2.0]])
     v, _ = verdict(H.small_matmul, a=a, b=torch.tensor([[1.0, -1.0], [top, 3.0]]))
     assert not v.failed, v
+    # exp(183) overflows float32 and inf - inf is NaN; the reference's exact result, -4e84, does not fit float32
+    # either (-inf): found by liger's KL divergence. The same NaN against a finite reference is a bug.
+    t, y = torch.tensor([183.375, 102.3125]), torch.tensor([272352.0, 0.0])
+    v, _ = verdict(H.kl_log_target, t=t, y=y)
+    assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
+    v, _ = verdict(H.kl_log_target, t=torch.tensor([100.0, 1.0]), y=torch.tensor([100.0, 1.0]))  # inf * 0 vs 0
+    assert v.failed, v
 
 
 def test_nan_where_the_exact_result_is_finite_fails():
@@ -282,3 +289,120 @@ def test_a_malformed_check_attribute_is_an_error_not_nothing():
 def test_a_failing_grid_is_an_error():
     r = run(H.scale_kernel, "bad-grid")
     assert label(r) == ["interpreter error"] and "ZeroDivisionError" in r.report(), r.report()
+
+
+def test_a_sum_that_comes_to_the_limit_of_its_dtype_is_at_the_range_edge():
+    # 255 float16 squares summing to 65280: the interpreter's sum stays finite, the GPU's order of
+    # float16 additions can pass 65504 (rstd 0, output 0: seen on the H100 in liger's fused_add_rms_norm)
+    from tdiff.backends.interpreter import InterpreterBackend
+    from tdiff.compare import Rules, compare
+    from tdiff.targets import view
+
+    check = H.fp16_rms.__tdiff_checks__[0]
+
+    def sides(x):
+        case = Case({"x": tensor_arg(x)})
+        good = InterpreterBackend().run(check, case)
+        zeros = InterpreterBackend().run(check, case)
+        zeros.returned.values[:] = 0  # float16 zeros
+        return compare(good, zeros, case, Rules(guide=view(good, case))), view(good, case).targets["returned"]
+
+    cmp, t = sides(torch.full((255,), 16.0, dtype=torch.float16))  # a sum of squares of 65280
+    assert t.overflow is not None and t.overflow.all() and (t.edge >= 1).all()
+    assert not cmp.mismatches and cmp.forgiven, cmp.mismatches
+    # far from the limit (a sum of squares of 16000), the same zeros are a plain mismatch
+    cmp, t = sides(torch.full((250,), 8.0, dtype=torch.float16))
+    assert t.overflow is None or not t.overflow.any()
+    assert cmp.mismatches and not cmp.forgiven
+
+
+def test_a_sum_whose_terms_pass_the_limit_in_some_order_is_at_the_range_edge():
+    # seen on the H100 in liger's group norm backward: the GPU's order of a float32 sum of huge terms overflowed,
+    # the interpreter's did not. Whatever the total, positive terms adding up past the largest float32 make the
+    # result depend on the order.
+    from tdiff.backends.interpreter import InterpreterBackend
+    from tdiff.compare import Rules, compare
+    from tdiff.targets import view
+
+    check = H.atomic_sum.__tdiff_checks__[0]
+    top = 3e38
+
+    def against_inf(x):
+        case = Case({"x": tensor_arg(x)})
+        good = InterpreterBackend().run(check, case)
+        other = InterpreterBackend().run(check, case)
+        other.returned.values[:] = np.inf
+        return compare(good, other, case, Rules(guide=view(good, case)))
+
+    cmp = against_inf(torch.tensor([top, -top, top, -top]))  # 0 in this order, inf in another
+    assert not cmp.mismatches and cmp.forgiven, cmp.mismatches
+    cmp = against_inf(torch.tensor([1e37, -1e37, 1e37, -1e37]))  # no order overflows: inf is wrong
+    assert cmp.mismatches and not cmp.forgiven
+
+
+def test_the_float64_run_decides_nothing_when_the_launch_takes_another_path():
+    from tdiff.compare import Rules
+    from tdiff.evidence import gather, same_path
+
+    def runs(kernel):
+        check = kernel.__tdiff_checks__[0]
+        runner = tdiff.Runner(OPTS.with_(isolation="none"))
+        judge = runner.judge(check, runner.new_result(check))
+        from tdiff.backends.base import BackendSpec
+
+        return judge.run(case, [judge.spec(BackendSpec("interpreter")), judge.rerun_spec("fp64")])
+
+    def exact(kernel):
+        run32, run64 = runs(kernel)
+        ev = gather(case, "k", {"interpreter": run32}, Rules(), [], fp64=run64)
+        return same_path(run32, run64), ev.rules.fp64
+
+    case = Case({"x": tensor_arg(torch.tensor([1.0, 2.0, 3.0]))})
+    same, fp64 = exact(H.rounds_by_dtype)  # float64 inputs make the launch pass tl.bfloat16
+    assert not same and fp64 is None
+    same, fp64 = exact(H.atomic_sum)
+    assert same and fp64 is not None
+
+
+def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_path):
+    # an entry watching a known values divergence, replayed where the kernel now crashes, is not "known"
+    import json
+
+    from tdiff import corpus
+
+    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
+                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
+    runner = tdiff.Runner(opts)
+    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    assert verdict.failed and verdict.kind == "values"
+    path = corpus.write(tmp_path, check, case, verdict, ev)
+    meta = json.loads((path / "entry.json").read_text())
+    meta["expect"] = "divergence"
+    (path / "entry.json").write_text(json.dumps(meta))
+    (entry,) = corpus.entries_for(tmp_path, check)
+    same = tdiff.Runner(opts)
+    assert same.replay_entry(check, entry, same.new_result(check)) == "known"
+    crashing = tdiff.Runner(opts.with_(backends=("tests.faulty:AlwaysRaises", "interpreter")))
+    result = crashing.new_result(check)
+    assert crashing.replay_entry(check, entry, result) == "failed"
+    assert any("now fails otherwise" in n for n in result.notes), result.notes
+
+
+def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
+    from tdiff import dtypes
+    from tdiff.compare import Comparison, Rules, compare_targets
+    from tdiff.targets import Target
+
+    a = np.array([2**60, 5], dtype=np.int64)
+    b = np.array([2**60 + 1, 5], dtype=np.int64)
+    ta = Target("t", dtypes.dtype("int64"), a.astype(np.float64), a, writers=np.zeros(2, np.int64))
+    tb = Target("t", dtypes.dtype("int64"), b.astype(np.float64), b, writers=np.zeros(2, np.int64))
+
+    class Sampled:  # an interpreter outcome that ran a sample of the programs (both elements' program)
+        targets = {"t": ta}
+
+    cmp = Comparison(type("O", (), {"backend": "a"})(), type("O", (), {"backend": "b"})())
+    compare_targets("t", ta, tb, Case({}), Rules(), cmp, set(), None, Sampled())
+    assert cmp.mismatches, "2**60 and 2**60 + 1 compared equal"

@@ -14,8 +14,9 @@ Each floating `TensorHandle` the instrumented builder returns carries shadows:
 - `ovf` (per element, "damaged"): an operation on finite operands gave inf, or on non-NaN operands
   gave NaN (overflow, inf - inf, 0 * inf), or a product, quotient or exponential of nonzero operands
   underflowed: the error scale no longer bounds the result's error, which then depends on an order
-  of operations Triton does not fix. In a float64 run on upcast inputs, a finite value beyond the
-  case's own dtype's range counts too.
+  of operations Triton does not fix. So does a finite result within 16 roundings of its dtype's largest
+  value (a sum of squares at 65480 in fp16): another order of the same operations overflows. In a
+  float64 run on upcast inputs, a finite value beyond the case's own dtype's range counts too.
 - `eps` (per handle): the unit roundoff of the narrowest float type the arithmetic upstream ran in
   (loads are exact; fp16 arithmetic stored into an fp32 output carries fp16 rounding).
 
@@ -123,6 +124,25 @@ def _fit(x: np.ndarray, shape: tuple) -> np.ndarray:
         return np.full(shape, x.max() if x.size else 0, dtype=x.dtype)
 
 
+#: how many roundings from the largest finite value count as "at the limit"
+NEAR_ROUNDINGS = 16
+
+
+def near_limit(out_vals: np.ndarray, out_t: Any, mag: np.ndarray | None, eps: float,
+               above: float | None) -> np.ndarray | None:
+    """Finite results within NEAR_ROUNDINGS roundings (of the arithmetic's precision, on the error
+    scale) of the largest finite value: whether they overflow depends on rounding and order."""
+    limit = above if above is not None else dtype_max(out_t)
+    if not limit:
+        return None
+    a = np.abs(out_vals)
+    with np.errstate(invalid="ignore", over="ignore"):
+        reach = a + NEAR_ROUNDINGS * max(eps, type_eps(out_t)) * (np.maximum(_fit(mag, a.shape), a)
+                                                                  if mag is not None else a)
+        near = np.isfinite(a) & (reach >= limit)
+    return near if near.any() else None
+
+
 def _new_overflow(out_vals: np.ndarray, ins: Sequence[np.ndarray], above: float | None) -> np.ndarray | None:
     """Where a non-finite result came from operands that were finite (inf) or not NaN (NaN); in a
     float64 run, also where a finite result lies beyond the case's dtype (`above`)."""
@@ -210,9 +230,10 @@ def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_
     return small if small.any() else None
 
 
-def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: float | None = None) -> None:
+def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: float | None = None) -> bool:
     """An elementwise result: its error scale by first-order propagation, its precision, and where
-    an overflow (or an underflow of a product) damaged it."""
+    an overflow (or an underflow of a product) damaged it. True where a result came to the limit
+    of its dtype's range (see `near_limit`)."""
     shape = np.shape(out.data)
     floats = [h for h in ins if isinstance(h, TensorHandle) and is_float(h)]
     out_vals = values(out)
@@ -236,7 +257,11 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: fl
             eps = max(eps, type_eps(out_t))
     elif floats:  # arithmetic rounds to its result's type
         eps = max(eps, type_eps(out_t))
+    near = near_limit(out_vals, out_t, mag, eps, above) if floats else None
+    if near is not None:
+        ovf = near if ovf is None else ovf | near
     set_shadows(out, mag, ovf, eps)
+    return near is not None
 
 
 def _shadow_handle(h: Any, kind: str) -> Any:
@@ -267,15 +292,14 @@ def layout(fn: Callable, args: tuple, kw: dict, out: Any) -> None:
             set_shadows(o, np.asarray(m.data, np.float64), v, eps)
 
 
-def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, above: float | None = None) -> None:
+def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, above: float | None = None) -> bool:
     """`tl.dot`: each output sums K products a_ik * b_kj, each with error scale M_a |b| + M_b |a|; the
     largest, grown by sqrt(K), is added in quadrature to the accumulator's (so a K loop of dots grows
     as one long dot)."""
     ma, mb, md = mag_of(a), mag_of(b), mag_of(d)
     shape = np.shape(out.data)
     if ma is None or mb is None or ma.ndim < 2:
-        elementwise(out, [a, b, d], "create_dot", above)
-        return
+        return elementwise(out, [a, b, d], "create_dot", above)
     va, vb = _finite_abs(values(a)), _finite_abs(values(b))
     k = ma.shape[-1]
     with np.errstate(all="ignore"):
@@ -303,19 +327,23 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, ab
     if above is not None:
         with np.errstate(invalid="ignore"):
             new |= np.isfinite(out_vals) & (np.abs(out_vals) > above)
+    eps = max(eps_of(a), eps_of(b), eps_of(d), type_eps(scalar_type(out)))
+    near = near_limit(out_vals, scalar_type(out), mag, eps, above)
+    if near is not None:
+        new |= near
     if new.any():
         ovf = new if ovf is None else ovf | new
-    eps = max(eps_of(a), eps_of(b), eps_of(d), type_eps(scalar_type(out)))
     set_shadows(out, mag, ovf, eps)
+    return near is not None
 
 
 def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow: bool, scan: bool = False,
-              above: float | None = None) -> None:
+              above: float | None = None) -> bool:
     """`tl.reduce` / `tl.associative_scan` of one tensor: the largest input error scale along the
     axis (grown by sqrt(n) for sums), and any overflow along it."""
     hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
     if not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi) and is_float(ho)):
-        return
+        return False
     m, o = mag_of(hi), ovf_of(hi)
     vals = values(hi)
     shape = np.shape(ho.data)
@@ -343,10 +371,34 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
         with np.errstate(invalid="ignore"):
             beyond = np.isfinite(out_vals) & (np.abs(out_vals) > above)
         new = beyond if new is None else new | beyond
+    eps = max(eps_of(hi), type_eps(scalar_type(ho)) if terms_grow else 0.0)
+    near = near_limit(out_vals, scalar_type(ho), mag, eps, above) if terms_grow else None
+    if terms_grow and not scan:
+        order = _order_overflow(vals, along, scalar_type(ho), above, out_vals)
+        if order is not None:
+            near = order if near is None else near | order
+    if near is not None:
+        new = near if new is None else new | near
     if new is not None and new.any():
         ovf = new if ovf is None else ovf | new
-    eps = max(eps_of(hi), type_eps(scalar_type(ho)) if terms_grow else 0.0)
     set_shadows(ho, mag, ovf, eps)
+    return near is not None
+
+
+def _order_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float | None,
+                    total: np.ndarray) -> np.ndarray | None:
+    """Finite sums whose positive (or negative) terms add up past the dtype's largest value: some order
+    of the additions overflows and another does not (Triton does not fix the order of a reduction).
+    A total past the limit overflows in every order: that is the kernel's, not the order's."""
+    limit = above if above is not None else dtype_max(out_t)
+    if not limit or vals.size == 0:
+        return None
+    with np.errstate(all="ignore"):
+        fin = np.where(np.isfinite(vals), vals, 0.0)
+        pos = np.asarray(along(np.where(fin > 0, fin, 0.0), np.sum))
+        neg = np.asarray(along(np.where(fin < 0, -fin, 0.0), np.sum))
+        hit = ((pos > limit) | (neg > limit)) & (np.abs(pos - neg) <= limit) & np.isfinite(total)
+    return hit if hit.any() else None
 
 
 def edge_ratio(vals: np.ndarray, dtype: Any) -> float:

@@ -132,7 +132,8 @@ def _device_call(self: JITFunction, *args: Any, **kwargs: Any) -> Any:
     if shims.ENABLED[shims.CONSTEXPR_ARGS]:  # the compiler wraps dtype arguments of device calls in constexpr
         wrapped = [tl.constexpr(a) if isinstance(a, tl.dtype) else a for a in args]
         kw = {k: tl.constexpr(v) if isinstance(v, tl.dtype) else v for k, v in kwargs.items()}
-        if used is not None and (wrapped != list(args) or kw != kwargs):
+        # (compared by type: tl.constexpr(dtype) == dtype is true)
+        if used is not None and any(isinstance(a, tl.dtype) for a in (*args, *kwargs.values())):
             used[shims.CONSTEXPR_ARGS] += 1
         args, kwargs = tuple(wrapped), kw
     return rewritten(self.fn)(*args, **kwargs)

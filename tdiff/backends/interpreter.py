@@ -112,7 +112,8 @@ class Session:
     live: LiveArgs = field(default_factory=LiveArgs)
     grid: Program = (1, 1, 1)
     program: Program = (0, 0, 0)
-    edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio)
+    edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a
+    # value it computed came to its dtype's limit (dataflow.near_limit)
     loaded: float = 0.0  # the running program's largest finite loaded magnitude
     above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
 
@@ -123,6 +124,10 @@ class Session:
                 self.memory.regions.append(Region(name, alloc.base, alloc.nbytes, alloc.arg.dt.itemsize, True,
                                                   buffer=alloc.buffer.data_ptr()))
         self.memory.line = user_line_now
+
+    def at_limit(self) -> None:
+        """The running program computed a value at the limit of its dtype's range."""
+        self.edge = max(self.edge, 1.0)
 
     @property
     def regions(self) -> list[Region]:
@@ -255,6 +260,8 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
                                                              "create_rsqrt", "create_erf", "cast_impl")},
                                      trace.shims).items():
         put(builder, name, fn)
+    for name, fn in shims.nan_minmax({n: current(n) for n in ("binary_op", "create_maxnumf")}, trace.shims).items():
+        put(builder, name, fn)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
     for name in _value_methods(cls):
@@ -282,7 +289,8 @@ def _install_libdevice(put: Callable, session: Session) -> None:
 
     def after(h: Any, operands: list, rule: str) -> None:
         session.trace.ops.add("transcendental")
-        dataflow.elementwise(h, operands, f"create_{rule}", session.above)
+        if dataflow.elementwise(h, operands, f"create_{rule}", session.above):
+            session.at_limit()
 
     def dispatch(name: str, *args: Any, **_: Any) -> Any:
         return shims.libdevice(name, args, session.trace.shims, after)
@@ -345,8 +353,9 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
             _check_cast(session, args[0], args[1], unsigned)
         if layout:
             dataflow.layout(fn, args, kw, out)
-        elif isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
-            dataflow.elementwise(out, args, name, session.above)
+        elif isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
+                and dataflow.elementwise(out, args, name, session.above):
+            session.at_limit()
         return out
 
     return hook
@@ -377,8 +386,9 @@ def _dot_hook(fn: Callable, session: Session) -> Callable:
             kind = "dot:lowp"
         session.trace.ops.add(kind)
         out = fn(a, b, d, input_precision, *rest, **kw)
-        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
-            dataflow.dot(a, b, d, out, session.above)
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
+                and dataflow.dot(a, b, d, out, session.above):
+            session.at_limit()
         return out
 
     return create_dot
@@ -460,12 +470,20 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
                 mv = dataflow.mag_of(val)
                 mag = np.maximum(_shaped(mv, addrs.shape), _shaped(dataflow.own_mag(old), addrs.shape)) \
                     if isinstance(old, TensorHandle) and dataflow.is_float(old) else mv
+                carried = dataflow.ovf_of(val)  # damaged upstream of the atomic
+                ovf = _shaped(carried, addrs.shape) if carried is not None else None
                 if "add" in opname and isinstance(old, TensorHandle):
                     with np.errstate(all="ignore"):
                         a, b = dataflow.values(old), dataflow.values(val)
                         new = _shaped(a, addrs.shape) + _shaped(b, addrs.shape)
-                        ovf = np.isinf(new) & np.isfinite(_shaped(a, addrs.shape)) \
+                        made = np.isinf(new) & np.isfinite(_shaped(a, addrs.shape)) \
                             & np.isfinite(_shaped(b, addrs.shape))
+                    near = dataflow.near_limit(new, dataflow.scalar_type(val), None,
+                                               dataflow.type_eps(dataflow.scalar_type(val)), session.above)
+                    if near is not None:
+                        made |= near
+                        session.at_limit()
+                    ovf = made if ovf is None else ovf | made
             memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
                          session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
                          if dataflow.is_float(val) else 0.0, loaded=session.loaded)
@@ -510,7 +528,8 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
         grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
             and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
         for i, o in zip(ins, outs):
-            dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan, above=session.above)
+            if dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan, above=session.above):
+                session.at_limit()
         if any(narrow):
             outs = tuple(_retype(o, tl.bfloat16) if n and _is_f32_tensor(o) else o for o, n in zip(outs, narrow))
             out = outs if isinstance(out, tuple) else outs[0]

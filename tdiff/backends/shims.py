@@ -288,6 +288,58 @@ def libdevice(name: str, args: tuple, used: Counter, after: Callable[[TensorHand
     return tl.core.tensor(h, ty)
 
 
+# ------------------------------------------------------------------ NaN in tl.maximum / tl.minimum
+
+NAN_MINMAX = "nan-minmax"
+ENABLED[NAN_MINMAX] = True
+DESCRIPTIONS[NAN_MINMAX] = (
+    "tl.maximum / tl.minimum (propagate_nan=NONE) return the non-NaN operand, as compiled code does (stock "
+    "TRITON_INTERPRET=1 before triton-lang/triton#10333 returns NaN)")
+
+
+_STOCK_NAN: list[bool] = []
+
+
+def _stock_propagates_nan(orig: Callable) -> bool:
+    if not _STOCK_NAN:
+        _STOCK_NAN.append(_probe_nan(orig))
+    return _STOCK_NAN[0]
+
+
+def _probe_nan(orig: Callable) -> bool:
+    one = TensorHandle(np.array([np.nan], np.float32), tl.float32)
+    two = TensorHandle(np.array([1.0], np.float32), tl.float32)
+    try:
+        return bool(np.isnan(np.asarray(orig(one, two).data)).any())
+    except Exception:
+        return False
+
+
+def nan_minmax(orig: dict[str, Callable], used: Counter) -> dict[str, Callable]:
+    """`create_maxnumf` / `create_minnumf` with the compiler's semantics (maxnum: a NaN operand loses);
+    counted only where an operand holds a NaN and the stock interpreter would have returned it."""
+    if not ENABLED[NAN_MINMAX] or not _stock_propagates_nan(orig["create_maxnumf"]):
+        return {}
+    binary = orig["binary_op"]
+
+    def method(op: Callable) -> Callable:
+        def create(lhs: Any, rhs: Any) -> TensorHandle:
+            if any(np.isnan(_values(h)).any() for h in (lhs, rhs)):
+                used[NAN_MINMAX] += 1
+            return binary(lhs, rhs, op)
+
+        return create
+
+    return {"create_maxnumf": method(np.fmax), "create_minnumf": method(np.fmin)}
+
+
+def _values(h: Any) -> np.ndarray:
+    data = np.asarray(h.data)
+    if _is_bf16(h):
+        return bf16_to_f32(data)
+    return data if data.dtype.kind == "f" else np.zeros(0)
+
+
 def bf16_atomic(op: str, ptr: TensorHandle, val: TensorHandle, mask: np.ndarray | None,
                 used: Counter) -> TensorHandle:
     """A bf16 atomic read-modify-write done in order, lane by lane, on the values."""

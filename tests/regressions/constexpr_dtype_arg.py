@@ -54,8 +54,11 @@ if __name__ == "__main__":  # declared here, not at import, so that `pytest --td
                 x=tst.tensors(shape=(tst.sizes(block=16),), layouts=["contiguous"],
                               values=tst.values(nan=False)))(row_max)
     try:
-        tdiff.verify(row_max, isolation="none", max_examples=5, corpus_dir=None, repro_dir=None)
+        (result,) = tdiff.verify(row_max, isolation="none", max_examples=5, corpus_dir=None, repro_dir=None)
     except tdiff.DivergenceError as e:
         print(e)
         raise SystemExit(1) from None
+    if not result.shims.get("constexpr-args"):  # applied, so counted (and named in the summary)
+        print(f"the constexpr-args shim was not counted: {dict(result.shims)}")
+        raise SystemExit(1)
     print("passes: the issue is fixed")

@@ -6,14 +6,18 @@ kind tdiff found: values that differ beyond the run's own per-element tolerance,
 or hangs, a guard band or a gap between views written, an access outside every allocation, a data
 race or an undefined cast (the interpreter side runs under a small tracer for those). The compiled
 side runs where a GPU is present, the interpreter everywhere (TRITON_INTERPRET=1, in a subprocess,
-with tdiff's interpreter shims where the run needed them); a side that cannot run here (the
-reference, or the GPU on a CPU machine) is replaced by its recorded result. The file exits 1 while
+with standalone copies of the tdiff interpreter shims the run used, which print what they worked
+around); a side that cannot run here (the reference, or the GPU on a CPU machine) is replaced by its
+recorded result. Kernels are inlined with the device functions they call, also those they reach
+through a library's module (FlagGems' `tle.program_id`), so no library is imported; Triton dtypes
+passed as launch arguments are rebuilt. The file exits 1 while
 the divergence is present, 0 once it is gone, 2 when nothing can run here. tdiff keeps a reproducer
 only after it showed the same kind of divergence on the same targets in a fresh process.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime
 import inspect
 import json
@@ -24,19 +28,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction
 
 from . import dtypes, kernels
 from .backends import shims
 from .case import Case
 from .evidence import Evidence
 from .outcome import GUARD_BYTES, Outcome
-from .source import Collector
+from .source import Collector, _def_source
 from .targets import view
 from .verdict import Verdict
 
@@ -92,15 +99,37 @@ class _Data:
         return {"dtype": dt.name, "values": values}
 
 
+def _opaque(a: dict, what: str) -> dict:
+    """A launch argument recorded only by its repr, as the reproducer can rebuild it: a Triton dtype
+    (`dtype=tl.float32`, e.g. liger's group norm backward) or a `tl.constexpr` of a literal."""
+    text = str(a.get("value", ""))
+    if text.startswith("triton.language."):
+        name = text[len("triton.language."):]
+        if isinstance(getattr(tl, name, None), tl.dtype):
+            return {"kind": "tl_dtype", "value": name}
+    if text.startswith("constexpr[") and text.endswith("]"):
+        try:
+            return {"kind": "scalar", "value": ast.literal_eval(text[len("constexpr["):-1])}
+        except (ValueError, SyntaxError):
+            pass
+    raise ReproError(f"{what} ({text}) is an object a reproducer cannot rebuild")
+
+
 def _launch_args(outcome: Outcome, data: _Data, names: dict[str, list[str]]) -> list[dict]:
     out = []
     for i, rec in enumerate(outcome.launches):
-        def enc(a: dict, key: str, _i: int = i) -> dict:
+        arg_names = names.get(rec.kernel, [])
+
+        def enc(a: dict, key: str, _i: int = i, _names: list = arg_names, _kernel: str = rec.kernel) -> dict:
             if a.get("kind") == "tensor":
                 d = data.encode(f"launch{_i}_{key}", a.get("storage"), a["dtype"])
                 return {"kind": "tensor", **d, "offset": a["offset"], "shape": a["shape"], "strides": a["strides"]}
             if a.get("kind") == "tuple":
                 return {"kind": "tuple", "items": [enc(x, f"{key}.{j}") for j, x in enumerate(a["items"])]}
+            if a.get("kind") == "opaque":
+                top = key.split(".")[0]
+                label = _names[int(top)] if top.isdigit() and int(top) < len(_names) else top
+                return _opaque(a, f"argument `{label}` of launch {_i} of {_kernel}")
             return {k: v for k, v in a.items() if k != "storage"}
 
         out.append({
@@ -168,6 +197,88 @@ def _tolerances(ev: Evidence, verdict: Verdict, targets: dict[str, dict], data: 
     return out
 
 
+#: modules a reproducer may import (everything else is inlined)
+_IMPORTABLE = ("triton", "torch", "numpy", "math")
+
+
+def _importable(mod: types.ModuleType) -> bool:
+    return mod.__name__.split(".")[0] in _IMPORTABLE
+
+
+class _Inliner(Collector):
+    """Kernel source that needs only triton, torch and numpy: besides what `Collector` inlines, the
+    @triton.jit functions and constants a kernel reaches through a library's module (FlagGems'
+    `tle.program_id(0)`, `flag_gems.utils.triton_lang_extension`) are inlined, and the module is
+    replaced by a namespace module holding them. Importing the library instead would need it installed,
+    and FlagGems cannot even be imported under TRITON_INTERPRET=1 (its LibEntry wraps the interpreter's
+    kernels: `'function' object has no attribute 'fn'`) or on a machine without a GPU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attrs: list[dict[str, set[str]]] = []  # per function being added: module name -> attributes used
+        self.spaces: dict[str, tuple[types.ModuleType, dict[str, str]]] = {}  # name -> (module, attr -> source)
+        self.defined: dict[str, int] = {}  # inlined function name -> id of its JITFunction
+        self.imported: set[str] = set()  # library modules imported after all (a member could not be inlined)
+
+    def add(self, jit: Any) -> None:
+        if id(jit) in self.done:
+            return
+        name = jit.fn.__name__
+        if self.defined.setdefault(name, id(jit)) != id(jit):
+            raise ReproError(f"two different @triton.jit functions named {name!r} would be inlined: "
+                             "the reproducer cannot hold both")
+        used: dict[str, set[str]] = {}
+        for node in ast.walk(ast.parse(_def_source(jit.fn))):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                used.setdefault(node.value.id, set()).add(node.attr)
+        self.attrs.append(used)
+        try:
+            super().add(jit)
+        finally:
+            self.attrs.pop()
+
+    def _dependency(self, name: str, value: Any) -> None:
+        if not isinstance(value, types.ModuleType) or _importable(value) or name in self.imported:
+            super()._dependency(name, value)
+            return
+        attrs = sorted(self.attrs[-1].get(name, ()))
+        found: dict[str, Any] = {}
+        for attr in attrs:
+            member = getattr(value, attr, None)
+            if isinstance(member, JITFunction):
+                found[attr] = member
+            elif type(member).__name__ == "constexpr":
+                found[attr] = f"tl.constexpr({member.value!r})"
+            elif isinstance(member, (bool, int, float, str, type(None))):
+                found[attr] = repr(member)
+            else:  # not inlinable: import the library as the kernel does (it must be installed where this runs)
+                self.notes.append(f"# NOTE: `{name}.{attr}` ({type(member).__name__}) could not be inlined: "
+                                  f"{value.__name__} is imported")
+                self.imported.add(name)
+                self.spaces.pop(name, None)
+                super()._dependency(name, value)
+                return
+        module, members = self.spaces.setdefault(name, (value, {}))
+        if module is not value:
+            raise ReproError(f"`{name}` names two different modules in the kernels: the reproducer cannot inline both")
+        for attr, member in found.items():
+            if isinstance(member, JITFunction):
+                self.add(member)
+                member = member.fn.__name__
+            members[attr] = member
+
+    def text(self) -> str:
+        out = super().text()
+        if self.spaces:
+            lines = ["", "", "# library modules the kernels use, with what they use of them (inlined above)",
+                     "import types as _types", ""]
+            for name, (module, members) in self.spaces.items():
+                lines.append(f"{name} = _types.ModuleType({('inlined:' + module.__name__)!r})")
+                lines += [f"{name}.{attr} = {src}" for attr, src in sorted(members.items())]
+            out += "\n".join(lines)
+        return out
+
+
 def _find_jit(check: Any, name: str, module: str) -> Any:
     jit = kernels.jit_function(check.kernel)
     if jit.fn.__name__ == name:
@@ -212,7 +323,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     targets = _target_places(case, runner, names)
     if kind == "values" and not targets:
         raise ReproError("the divergence is not in a tensor the reproducer can rebuild")
-    col = Collector()
+    col = _Inliner()
     kernels_by_name: dict[str, Any] = {}
     for rec in runner.launches:
         jit = _find_jit(check, rec.kernel, rec.module)
@@ -221,7 +332,11 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     launches = _launch_args(runner, data, {n: kernels.arg_names(j) for n, j in kernels_by_name.items()})
     both = [o for o in (ev.outcomes.get(a), ev.outcomes.get(b), ev.extra.get(f"again:{a}")) if o is not None]
     recorded = {o.backend: _recorded(o, case, targets, data) for o in both}
-    used = {n for o in outcomes if o.trace is not None for n in o.trace.shims}
+    used: dict[str, int] = {}
+    for o in outcomes:
+        for n, count in (o.trace.shims.items() if o.trace is not None else ()):
+            if count:
+                used[n] = used.get(n, 0) + count
     device = next((o.device for o in outcomes if o.device), "")
     v = versions()
     pair = (a, a) if verdict.label == "nondeterministic" else (a, b)
@@ -240,9 +355,13 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
         "The compiled side runs where a CUDA GPU is present; Triton's interpreter runs everywhere",
         "(TRITON_INTERPRET=1, in a subprocess). A side that cannot run here is replaced by its",
         "recorded result. Inputs are rebuilt inside guard bands with their exact strides and offsets.",
+        *([f"tdiff's interpreter used its shims {', '.join(sorted(used))}: the interpreter side installs",
+           "tdiff's shims and prints what they worked around (stock TRITON_INTERPRET=1 would fail or differ)."]
+          if used else []),
         '"""',
     ]
-    body = "\n".join(header) + "\n" + _PRELUDE + (_shim_source(used) if used else "")
+    interpreted = any(x.split(":")[0].rstrip("'") == "interpreter" for x in (*pair, side))
+    body = "\n".join(header) + "\n" + _PRELUDE + _shim_source(used, interpreted)
     body += "\n# ------------------------------------------------------------------ kernels\n" + col.text() + "\n\n"
     body += "KERNELS = {" + ", ".join(f"{n!r}: {n}" for n in kernels_by_name) + "}\n\n"
     body += "# ------------------------------------------------------------------ the case\n"
@@ -263,13 +382,31 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     return body, data.sidecar
 
 
-def _shim_source(used: set[str]) -> str:
-    """tdiff's interpreter shims, for the reproducer's TRITON_INTERPRET=1 run."""
-    parts = ["\n# tdiff's interpreter shims (see tdiff.backends.shims): the run needed "
-             + ", ".join(sorted(used)) + "\nif os.environ.get(\"TRITON_INTERPRET\") == \"1\":\n"]
-    code = [inspect.getsource(shims.bf16_to_f32), inspect.getsource(shims.f32_to_bf16), _SHIMS]
-    parts.append("".join("    " + line if line.strip() else line for c in code for line in c.splitlines(True)))
-    return "".join(parts) + "\n"
+def _shim_source(used: dict[str, int], interpreted: bool) -> str:
+    """tdiff's interpreter shims for the reproducer's TRITON_INTERPRET=1 run, where it runs the interpreter
+    (`interpreted`): every shim tdiff's interpreter has on, as it ran the kernel (each acts only where stock
+    TRITON_INTERPRET=1 would fail or compute differently, and counts its uses, which the reproducer prints).
+    `used`: what the run's trace counted."""
+    names = [n for n in sorted(_SHIM_CODE) if shims.ENABLED.get(n, False)] if interpreted else []
+    missing = [n for n in sorted(used) if n not in _SHIM_CODE]
+    lines = ["", "# ------------------------------------------------------------------ tdiff's interpreter shims"]
+    if names:
+        lines += ["# What tdiff's interpreter does and stock TRITON_INTERPRET=1 does not (tdiff.backends.shims),",
+                  "# installed for the interpreter side only; each acts only where stock TRITON_INTERPRET=1 would fail",
+                  "# or compute differently, and the side reports its uses.",
+                  "# tdiff's run used: " + (", ".join(sorted(used)) or "none")]
+    lines.append("SHIMS = {" + "".join(f"\n    {n!r}: {shims.DESCRIPTIONS.get(n, n)!r}," for n in names)
+                 + ("\n}" if names else "}"))
+    lines.append(f"SHIMS_MISSING = {_literal(missing)}  # used by tdiff's run, not available here")
+    lines.append("SHIMS_USED = {}  # shim -> uses in this process")
+    text = "\n".join(lines) + "\n"
+    if not names:
+        return text
+    code = [_SHIM_COMMON, inspect.getsource(shims.bf16_to_f32), inspect.getsource(shims.f32_to_bf16)]
+    code += [_SHIM_CODE[n] for n in names]
+    source = "\n\n".join(c.strip("\n") + "\n" for c in code)
+    body = "".join("    " + line if line.strip() else line for line in source.splitlines(True))
+    return text + 'if os.environ.get("TRITON_INTERPRET") == "1":\n' + body + "\n"
 
 
 def verify(folder: Path, verdict: Verdict, timeout: float) -> None:
@@ -353,43 +490,301 @@ if os.environ.get("TRITON_INTERPRET") == "1":
     _interp._patch_lang_tensor = _patch_lang_tensor
 '''
 
-_SHIMS = '''
+# Each of tdiff's interpreter shims (tdiff.backends.shims, interpret_scope) as the reproducer installs it under
+# stock TRITON_INTERPRET=1 (in the `if` that `_shim_source` writes; `_used(name)` counts a use). Keyed by the shim's
+# name in `Trace.shims`; tests/test_repro_library.py checks every shim tdiff has is here.
+_SHIM_COMMON = '''
 import triton.language as _tl
 import triton.runtime.interpreter as _interp
 
-_cvt = _interp._implicit_cvt
-
-
-def _implicit_cvt(arg):  # float arguments are fp32 scalars, as the compiler types them
-    if isinstance(arg, float):
-        return _tl.tensor(_interp.TensorHandle(np.array([arg], dtype=np.float32), _tl.float32), _tl.float32)
-    return _cvt(arg)
-
-
-_interp._implicit_cvt = _implicit_cvt
 _B = _interp.InterpreterBuilder
-if not hasattr(_B, "get_bf16"):
-    _B.get_bf16 = lambda self, v: _interp.TensorHandle(f32_to_bf16(np.array([v], np.float32)), _tl.bfloat16)
+
+
+def _used(name):
+    SHIMS_USED[name] = SHIMS_USED.get(name, 0) + 1
 
 
 def _bf16(h):
-    return getattr(getattr(h, "dtype", None), "scalar", None) == _tl.bfloat16
+    return getattr(getattr(h, "dtype", None), "scalar", getattr(h, "dtype", None)) == _tl.bfloat16
+'''
+
+_SHIM_CODE: dict[str, str] = {}
+
+_SHIM_CODE["float-args"] = '''
+_cvt = _interp._implicit_cvt
+_cvt_depth = [0]
 
 
+def _implicit_cvt(arg):  # a float kernel argument is an fp32 scalar, as the compiler types it
+    if isinstance(arg, float) and not _cvt_depth[0]:
+        _used("float-args")
+        return _tl.tensor(_interp.TensorHandle(np.array([arg], dtype=np.float32), _tl.float32), _tl.float32)
+    _cvt_depth[0] += 1  # (floats inside tuples stay Python floats, as in tdiff's interpreter)
+    try:
+        return _cvt(arg)
+    finally:
+        _cvt_depth[0] -= 1
+
+
+_interp._implicit_cvt = _implicit_cvt
+'''
+
+_SHIM_CODE["bf16-constants"] = '''
+if not hasattr(_B, "get_bf16"):
+    def _get_bf16(self, v):
+        _used("bf16-constants")
+        return _interp.TensorHandle(f32_to_bf16(np.array([v], np.float32)), _tl.bfloat16)
+
+    _B.get_bf16 = _get_bf16
+'''
+
+_SHIM_CODE["bf16-arith"] = '''
 def _res(out, like):
-    return _interp.TensorHandle(out, like.dtype.scalar) if out.dtype == np.bool_ else \\
-        _interp.TensorHandle(f32_to_bf16(out), _tl.bfloat16)
+    if out.dtype == np.bool_:  # a comparison: the builder keeps the operand's type on the handle
+        return _interp.TensorHandle(out, like.dtype.scalar)
+    return _interp.TensorHandle(f32_to_bf16(out), _tl.bfloat16)
 
 
-_bin, _ter, _un, _fma = _B.binary_op, _B.ternary_op, _B.unary_op, _B.create_fma
-_B.binary_op = lambda self, a, b, op: _res(op(bf16_to_f32(a.data), bf16_to_f32(b.data)), a) \\
-    if _bf16(a) and _bf16(b) else _bin(self, a, b, op)
-_B.ternary_op = lambda self, a, b, c, op: _res(op(*(bf16_to_f32(h.data) for h in (a, b, c))), c) \\
-    if op is not np.where and all(map(_bf16, (a, b, c))) else _ter(self, a, b, c, op)
-_B.unary_op = lambda self, a, op: _res(op(bf16_to_f32(a.data)), a) if _bf16(a) else _un(self, a, op)
-_B.create_fma = lambda self, x, y, z: _res((bf16_to_f32(x.data).astype(np.float64) * bf16_to_f32(y.data)
-                                            + bf16_to_f32(z.data)).astype(np.float32), z) \\
-    if all(map(_bf16, (x, y, z))) else _fma(self, x, y, z)
+def _on_values(orig, test, compute):
+    def method(self, *a):
+        if not test(a):
+            return orig(self, *a)
+        _used("bf16-arith")
+        with np.errstate(all="ignore"):
+            return compute(*a)
+
+    return method
+
+
+_B.binary_op = _on_values(_B.binary_op, lambda a: _bf16(a[0]) and _bf16(a[1]),
+                          lambda x, y, op: _res(op(bf16_to_f32(x.data), bf16_to_f32(y.data)), x))
+_B.ternary_op = _on_values(_B.ternary_op, lambda a: a[3] is not np.where and all(map(_bf16, a[:3])),
+                           lambda x, y, z, op: _res(op(*(bf16_to_f32(h.data) for h in (x, y, z))), z))
+_B.unary_op = _on_values(_B.unary_op, lambda a: _bf16(a[0]), lambda x, op: _res(op(bf16_to_f32(x.data)), x))
+_B.create_rsqrt = _on_values(_B.create_rsqrt, lambda a: _bf16(a[0]),
+                             lambda x: _res(1 / np.sqrt(bf16_to_f32(x.data)), x))
+_B.create_erf = _on_values(_B.create_erf, lambda a: _bf16(a[0]),
+                           lambda x: _res(_interp.np_erf_fp32(bf16_to_f32(x.data)), x))
+_B.create_fma = _on_values(_B.create_fma, lambda a: all(map(_bf16, a)), lambda x, y, z: _res(
+    (bf16_to_f32(x.data).astype(np.float64) * bf16_to_f32(y.data) + bf16_to_f32(z.data)).astype(np.float32), z))
+_cast = _B.cast_impl
+
+
+def _cast_impl(self, src, dst_type):  # bf16 <-> fp32 exactly / rounded to nearest even, as the compiler does
+    s_t, d_t = getattr(src.dtype, "scalar", src.dtype), getattr(dst_type, "scalar", dst_type)
+    if s_t == _tl.bfloat16 and d_t == _tl.float32:
+        _used("bf16-arith")
+        return _interp.TensorHandle(bf16_to_f32(src.data), _tl.float32)
+    if s_t == _tl.float32 and d_t == _tl.bfloat16:
+        _used("bf16-arith")
+        return _interp.TensorHandle(f32_to_bf16(np.asarray(src.data, np.float32)), _tl.bfloat16)
+    return _cast(self, src, dst_type)
+
+
+_B.cast_impl = _cast_impl
+
+
+def _retype(t, to):
+    data = bf16_to_f32(t.handle.data) if to == _tl.float32 else f32_to_bf16(t.handle.data)
+    ty = _tl.block_type(to, list(t.type.shape)) if t.type.is_block() else to
+    return _tl.core.tensor(_interp.TensorHandle(np.asarray(data), to), ty)
+
+
+_reduce_cls = getattr(_interp, "ReduceScanOpInterface", None)
+_reduce_apply = getattr(_reduce_cls, "apply", None)
+
+
+def _reduce_bf16(self, input):  # reductions and scans of bf16 values: on the values in fp32, rounded after
+    if not isinstance(input, tuple):
+        return _reduce_bf16(self, (input,))[0]
+    narrow = [isinstance(t, _tl.core.tensor) and t.dtype == _tl.bfloat16 for t in input]
+    if not any(narrow):
+        return _reduce_apply(self, input)
+    _used("bf16-arith")
+    outs = _reduce_apply(self, tuple(_retype(t, _tl.float32) if n else t for t, n in zip(input, narrow)))
+    return tuple(_retype(o, _tl.bfloat16) if n and isinstance(o, _tl.core.tensor) and o.dtype == _tl.float32 else o
+                 for o, n in zip(outs, narrow))
+
+
+if _reduce_apply is not None:
+    _reduce_cls.apply = _reduce_bf16
+'''
+
+_SHIM_CODE["bf16-atomics"] = '''
+_rmw = _B.create_atomic_rmw
+
+
+def _atomic_rmw(self, op, ptr, val, mask, *rest):  # bf16 atomics done lane by lane on the values
+    if not _bf16(val):
+        return _rmw(self, op, ptr, val, mask, *rest)
+    _used("bf16-atomics")
+    name = str(op).rsplit(".", 1)[-1].lower()
+    addrs = np.asarray(ptr.data)
+    m = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask.data, bool), addrs.shape)
+    vals = np.broadcast_to(np.asarray(val.data), addrs.shape).reshape(-1)
+    flat, old = addrs.reshape(-1), np.zeros(addrs.size, np.uint16)
+    for i in np.flatnonzero(m.reshape(-1)):
+        one = flat[i:i + 1]
+        cur = _interp._interpreter.load(one, np.ones(1, bool), np.zeros(1, np.uint16), np.dtype(np.uint16))
+        old[i] = cur[0]
+        a, b = bf16_to_f32(cur), bf16_to_f32(vals[i:i + 1])
+        new = {"add": a + b, "fadd": a + b, "max": np.maximum(a, b), "min": np.minimum(a, b), "xchg": b}.get(name)
+        if new is None:
+            raise NotImplementedError(f"bf16 atomic {name} is not supported by tdiff's interpreter shim")
+        _interp._interpreter.store(one, f32_to_bf16(new), np.ones(1, bool))
+    return _interp.TensorHandle(old.reshape(addrs.shape), _tl.bfloat16)
+
+
+_B.create_atomic_rmw = _atomic_rmw
+'''
+
+_SHIM_CODE["constexpr-args"] = '''
+_device_call = _interp.InterpretedFunction.__call__
+
+
+def _constexpr_call(self, *args, **kwargs):  # dtype arguments of device functions arrive as tl.constexpr
+    if any(isinstance(a, _tl.dtype) for a in (*args, *kwargs.values())):
+        _used("constexpr-args")
+        args = tuple(_tl.constexpr(a) if isinstance(a, _tl.dtype) else a for a in args)
+        kwargs = {k: _tl.constexpr(v) if isinstance(v, _tl.dtype) else v for k, v in kwargs.items()}
+    return _device_call(self, *args, **kwargs)
+
+
+_interp.InterpretedFunction.__call__ = _constexpr_call
+'''
+
+_SHIM_CODE["tensor-and-or"] = '''
+import ast as _ast
+
+
+class _BoolOps(_ast.NodeTransformer):  # `a and b` -> _tdiff_bool_op("and", a, lambda: b)
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        result = node.values[0]
+        for value in node.values[1:]:
+            thunk = _ast.Lambda(args=_ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
+                                                    defaults=[]), body=value)
+            result = _ast.Call(func=_ast.Name("_tdiff_bool_op", _ast.Load()), keywords=[],
+                               args=[_ast.Constant("and" if isinstance(node.op, _ast.And) else "or"), result, thunk])
+        return result
+
+
+_transform = _interp.FunctionRewriter._transform_ast
+_interp.FunctionRewriter._transform_ast = lambda self, src: _ast.fix_missing_locations(
+    _BoolOps().visit(_transform(self, src)))
+
+
+def _tdiff_bool_op(op, a, b):  # on tensors, elementwise logical and / or, as the compiler does
+    if not isinstance(a, _tl.core.tensor):
+        return (a and b()) if op == "and" else (a or b())
+    other = b()
+    _used("tensor-and-or")
+    if not isinstance(other, _tl.core.tensor):
+        other = _tl.full((), bool(other), _tl.int1)
+    return a.logical_and(other) if op == "and" else a.logical_or(other)
+'''
+
+_SHIM_CODE["nan-minmax"] = '''
+def _stock_nan():
+    one, two = (_interp.TensorHandle(np.array([v], np.float32), _tl.float32) for v in (np.nan, 1.0))
+    try:
+        return bool(np.isnan(np.asarray(_B.create_maxnumf(_interp.interpreter_builder, one, two).data)).any())
+    except Exception:
+        return False
+
+
+def _num_minmax(op):  # maxnum / minnum: a NaN operand loses, as compiled code does
+    def create(self, lhs, rhs):
+        if any(np.isnan(bf16_to_f32(h.data) if _bf16(h) else np.asarray(h.data, np.float64)).any()
+               for h in (lhs, rhs) if np.asarray(h.data).dtype.kind == "f" or _bf16(h)):
+            _used("nan-minmax")
+        return self.binary_op(lhs, rhs, op)
+
+    return create
+
+
+if _stock_nan():
+    _B.create_maxnumf, _B.create_minnumf = _num_minmax(np.fmax), _num_minmax(np.fmin)
+'''
+
+#: libdevice: the table (tests compare it with tdiff's), then the stubs replaced
+_LIBDEVICE_TABLE = '''
+import math as _math
+
+
+def _scalar_fn(f):
+    vec = np.vectorize(lambda v: f(v) if not np.isnan(v) else np.nan, otypes=[np.float64])
+    return lambda x: vec(x) if np.size(x) else np.asarray(x, np.float64)
+
+
+_LIBDEVICE = {}  # name -> (numpy function on float64 values, result is an int32 predicate)
+for _names, _fn in (
+    ("abs", np.abs), ("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc), ("rint nearbyint", np.rint),
+    ("round", lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5)),
+    ("sqrt sqrt_rn sqrt_rz sqrt_rd sqrt_ru", np.sqrt), ("rsqrt rsqrt_rn", lambda x: 1 / np.sqrt(x)),
+    ("exp fast_expf", np.exp), ("exp2", np.exp2), ("exp10 fast_exp10f", lambda x: np.power(10.0, x)),
+    ("expm1", np.expm1), ("log fast_logf", np.log), ("log2 fast_log2f", np.log2), ("log10 fast_log10f", np.log10),
+    ("log1p", np.log1p), ("sin fast_sinf", np.sin), ("cos fast_cosf", np.cos), ("tan fast_tanf", np.tan),
+    ("sinpi", lambda x: np.sin(np.pi * x)), ("cospi", lambda x: np.cos(np.pi * x)), ("asin", np.arcsin),
+    ("acos", np.arccos), ("atan", np.arctan), ("sinh", np.sinh), ("cosh", np.cosh), ("tanh fast_tanhf", np.tanh),
+    ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh), ("erf", _scalar_fn(_math.erf)),
+    ("erfc", _scalar_fn(_math.erfc)), ("lgamma", _scalar_fn(_math.lgamma)), ("tgamma", _scalar_fn(_math.gamma)),
+    ("cbrt", np.cbrt), ("rcbrt", lambda x: 1 / np.cbrt(x)), ("saturatef", lambda x: np.clip(x, 0.0, 1.0)),
+    ("rcp_rn rcp_rz rcp_rd rcp_ru", lambda x: 1 / x), ("pow fast_powf powf", np.power), ("atan2", np.arctan2),
+    ("hypot", np.hypot), ("rhypot", lambda x, y: 1 / np.hypot(x, y)), ("fmod", np.fmod),
+    ("remainder", lambda x, y: x - y * np.rint(x / y)), ("copysign", np.copysign),
+    ("fdim", lambda x, y: np.maximum(x - y, 0.0)), ("nextafter", np.nextafter), ("fmin", np.fmin),
+    ("fmax", np.fmax), ("div_rn div_rz div_rd div_ru fast_dividef", np.divide),
+    ("add_rn add_rz add_rd add_ru", np.add), ("sub_rn sub_rz sub_rd sub_ru", np.subtract),
+    ("mul_rn mul_rz mul_rd mul_ru", np.multiply), ("fma fma_rn fma_rz fma_rd fma_ru", lambda x, y, z: x * y + z),
+):
+    for _name in _names.split():
+        _LIBDEVICE[_name] = (_fn, False)
+for _names, _fn in (("isnan", np.isnan), ("isinf", np.isinf), ("finitef isfinited", np.isfinite),
+                    ("signbit", np.signbit)):
+    for _name in _names.split():
+        _LIBDEVICE[_name] = (_fn, True)
+'''
+
+_SHIM_CODE["libdevice"] = _LIBDEVICE_TABLE + '''
+
+def _libdevice(name, fn, predicate):
+    def shim(*args, **_):  # the function in float64 on the values, the result in the arguments' float type
+        _used("libdevice")
+        tensors = [a for a in args if isinstance(a, _tl.core.tensor)]
+        like = next((t for t in tensors if t.dtype.is_floating()), tensors[0] if tensors else None)
+        handles = [a.handle if isinstance(a, _tl.core.tensor) else
+                   _interp.TensorHandle(np.array([float(a)], np.float32), _tl.float32) for a in args]
+        vals = [bf16_to_f32(h.data).astype(np.float64) if _bf16(h) else np.asarray(h.data, np.float64)
+                for h in handles]
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(*vals))
+        dt = _tl.int32 if predicate else (like.dtype if like is not None else _tl.float32)
+        if predicate:
+            data = out.astype(np.int32)
+        elif dt == _tl.bfloat16:
+            data = f32_to_bf16(out.astype(np.float32))
+        else:
+            data = out.astype({16: np.float16, 32: np.float32, 64: np.float64}[dt.primitive_bitwidth])
+        ty = _tl.block_type(dt, list(data.shape)) if data.ndim and like is not None and like.type.is_block() else dt
+        return _tl.core.tensor(_interp.TensorHandle(data, dt), ty)
+
+    shim.__name__ = shim.__qualname__ = name
+    return shim
+
+
+# the stubs (triton.language.extra.libdevice, whose bodies are `...`) and the backend's `@core.extern` functions,
+# replaced before the kernels below import them
+import importlib as _importlib
+
+for _mod in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice"):
+    try:
+        _m = _importlib.import_module(_mod)
+    except ImportError:
+        continue
+    for _name, (_fn, _pred) in _LIBDEVICE.items():
+        if callable(getattr(_m, _name, None)):
+            setattr(_m, _name, _libdevice(_name, _fn, _pred))
 '''
 
 _RUNTIME = r'''
@@ -446,6 +841,10 @@ def run(device, traced=False):
                 return float.fromhex(a["value"])
             if kind == "dtype":
                 return getattr(torch, a["value"].split(".")[-1])
+            if kind == "tl_dtype":  # a Triton dtype (a constexpr argument such as `dtype=tl.float32`)
+                import triton.language
+
+                return getattr(triton.language, a["value"])
             if kind == "tuple":
                 return tuple(arg(x, f"{key}.{j}") for j, x in enumerate(a["items"]))
             return a["value"]
@@ -625,8 +1024,8 @@ def run_side(side):
             return {"error": ((p.stdout + p.stderr).strip().splitlines() or ["failed"])[-1]}
         data = np.load(out, allow_pickle=False)
         with open(out + ".json") as f:
-            findings = json.load(f)
-        return {"targets": {k: data[k] for k in data.files}, "findings": findings}
+            extra = json.load(f)
+        return {"targets": {k: data[k] for k in data.files}, "findings": extra["findings"], "shims": extra["shims"]}
 
 
 def recorded(side):
@@ -636,6 +1035,17 @@ def recorded(side):
     if "error" in rec:
         return {"error": rec["error"]}
     return {"targets": {t: _array(v).double().reshape(v["shape"]).numpy() for t, v in rec.items()}, "findings": []}
+
+
+def worked_around(side, got):
+    """Print what tdiff's interpreter shims did in this side's run (stock TRITON_INTERPRET=1 does not)."""
+    if not side.startswith("interpreter"):
+        return
+    for name, uses in sorted(((got or {}).get("shims") or {}).items()):
+        print(f"  {side} worked around {name} ({uses} use(s)): {SHIMS.get(name, name)}")
+    if SHIMS_MISSING:
+        print(f"  note: tdiff's interpreter also used {', '.join(SHIMS_MISSING)}, which this reproducer does not "
+              "provide: stock TRITON_INTERPRET=1 may fail or compute differently here")
 
 
 def result(side):
@@ -674,7 +1084,7 @@ def main():
         got = run("cpu" if sys.argv[2] == "interpreter" else "cuda", traced=sys.argv[2] == "interpreter")
         np.savez(sys.argv[3], **got["targets"])
         with open(sys.argv[3] + ".json", "w") as f:
-            json.dump(got["findings"], f)
+            json.dump({"findings": got["findings"], "shims": SHIMS_USED}, f)
         return 0
     if KIND == "values":
         if PAIR[0] == PAIR[1]:  # nondeterminism: the same side, run twice
@@ -683,6 +1093,7 @@ def main():
             runs = [result(side) for side in PAIR]
         for side, (got, how) in zip(PAIR, runs):
             print(f"{side}: {how}" + (f" - failed: {got['error']}" if got and "error" in got else ""))
+            worked_around(side, got)
         a, b = (got for got, _ in runs)
         if a is None or b is None or all(how != "ran here" and how != "ran here again" for _, how in runs):
             print("neither side can run here (no GPU?): nothing to reproduce")
@@ -708,6 +1119,7 @@ def main():
         return 0
     got, how = result(SIDE)
     print(f"{SIDE}: {how}")
+    worked_around(SIDE, got)
     if got is None or how != "ran here":
         print(f"{SIDE} cannot run here (no GPU?): nothing to reproduce")
         return 2

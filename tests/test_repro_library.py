@@ -1,0 +1,224 @@
+"""Reproducers for divergences in real library kernels (liger-kernel, FlagGems) and for kernels that need tdiff's
+interpreter shims: the reproducer is written, reproduces in a fresh process, and its interpreter side computes
+what tdiff's interpreter computed.
+
+Each case pairs a deliberately wrong backend (tests.faulty, which a reproducer replaces by its recorded result
+on any machine) with the interpreter, so the divergence does not depend on a library bug. What is tested: the
+reproducer rebuilds the launches (a Triton dtype as an argument), runs the kernel without the library (FlagGems'
+LibEntry kernels and the helpers they reach through `tle.`), and installs tdiff's interpreter shims (libdevice,
+float arguments, bf16, ...) under stock TRITON_INTERPRET=1, reporting those it used.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra.libdevice import rsqrt
+
+import tdiff
+from tdiff import repro
+from tdiff import strategies as tst
+from tdiff.backends import shims
+from tdiff.case import Case
+from tdiff.runner import Runner
+from tdiff.strategies import tensor_arg
+from tdiff.targets import view
+
+WRONG = ("tests.faulty:FaultyFirstProgram", "interpreter")
+
+
+def _written(tmp_path, check, case):
+    """The verdict, its evidence and the reproducer tdiff keeps (it verified it in a fresh process)."""
+    runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None, backends=WRONG))
+    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    assert verdict.failed and verdict.kind == "values", verdict.label
+    path = repro.write(tmp_path / "repro", check, case, verdict, ev, timeout=120)
+    return verdict, ev, path
+
+
+def _run(path, *args, interpret=False):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    return subprocess.run([sys.executable, str(path), *args], cwd=str(path.parent), capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def _interpreted_here(path, tmp_path):
+    """The reproducer's interpreter side, run as its subprocess runs it: each target's values and the shims used."""
+    out = tmp_path / "side.npz"
+    ran = _run(path, "--side", "interpreter", str(out), interpret=True)
+    assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
+    data = np.load(out, allow_pickle=False)
+    return {k: data[k] for k in data.files}, json.loads((tmp_path / "side.npz.json").read_text())["shims"]
+
+
+def _same_as_tdiff(values, ev, case):
+    """Each target as the reproducer's interpreter computed it equals tdiff's interpreter's, bit for bit."""
+    targets = view(ev.outcomes["interpreter"], case).targets
+    assert set(values) and set(values) <= set(targets)
+    for name, got in values.items():
+        np.testing.assert_array_equal(got, targets[name].values, err_msg=name)
+
+
+def test_liger_group_norm_backward_rebuilds_a_triton_dtype_argument(tmp_path):
+    """liger's group norm backward takes `dtype=tl.float32` (a constexpr): the reproducer passed its repr, the
+    string 'triton.language.float32', and both sides failed with "'str' object has no attribute 'scalar'"."""
+    pytest.importorskip("liger_kernel")
+    import suites.liger.group_norm as gn
+
+    check = next(c for c in gn.lib._group_norm_backward_kernel.__tdiff_checks__ if c.name == "backward")
+    g = torch.Generator().manual_seed(0)
+    case = Case({"X": tensor_arg(torch.randn(1, 2, 2, 2, generator=g)), "W": tensor_arg(torch.randn(2, generator=g)),
+                 "B": tensor_arg(torch.randn(2, generator=g)), "num_groups": 1,
+                 "dY": tensor_arg(torch.randn(1, 2, 2, 2, generator=g))})
+    _, ev, path = _written(tmp_path, check, case)
+    text = path.read_text()
+    assert "'kind': 'tl_dtype', 'value': 'float32'" in text and "import liger_kernel" not in text
+    ran = _run(path)
+    assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
+    values, _ = _interpreted_here(path, tmp_path)
+    _same_as_tdiff(values, ev, case)
+
+
+def test_liger_fused_add_rms_norm_uses_the_libdevice_shim(tmp_path):
+    """casting_mode='none' in float16: `rsqrt` is liger's `triton.language.extra.libdevice` import, whose stub
+    returns None under stock TRITON_INTERPRET=1 ("cannot convert None of type <class 'NoneType'> to tensor");
+    the reproducer carries tdiff's libdevice shim (and the float-args one: `eps.to(...)`) and says so."""
+    pytest.importorskip("liger_kernel")
+    import suites.liger.fused_add_rms_norm as m
+
+    check = next(c for c in m.lib._fused_add_rms_norm_forward_kernel.__tdiff_checks__ if c.name == "forward")
+    g = torch.Generator().manual_seed(0)
+    case = Case({"X": tensor_arg(torch.randn(1, 255, generator=g).half()),
+                 "R": tensor_arg(torch.randn(1, 255, generator=g).half()),
+                 "W": tensor_arg(torch.randn(255, generator=g).half()),
+                 "eps": 1e-6, "offset": 0.0, "casting_mode": "none"})
+    _, ev, path = _written(tmp_path, check, case)
+    used = set(ev.outcomes["interpreter"].trace.shims)
+    assert {"libdevice", "float-args"} <= used
+    ran = _run(path)
+    assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
+    assert "interpreter worked around libdevice (1 use(s))" in ran.stdout
+    assert "interpreter worked around float-args (2 use(s))" in ran.stdout
+    values, shims_used = _interpreted_here(path, tmp_path)
+    assert set(shims_used) == used
+    _same_as_tdiff(values, ev, case)
+
+
+def test_flaggems_libentry_kernel_runs_without_flaggems(tmp_path):
+    """FlagGems' softmax_kernel_inner is LibEntry(heuristics(jit)) and calls `tle.program_id` (FlagGems'
+    triton_lang_extension): the reproducer imported flag_gems, which fails under TRITON_INTERPRET=1 ("'function'
+    object has no attribute 'fn'", LibEntry wrapping an interpreted kernel) and on machines without a GPU. The
+    helpers are inlined, and the launch carries the heuristics' constexprs."""
+    from suites.flaggems import softmax as sm  # skipped there when FlagGems (or its dependencies) is missing
+
+    check = next(c for c in sm.S.softmax_kernel_inner.__tdiff_checks__ if c.name == "inner")
+    case = Case({"x": tensor_arg(torch.randn(2, 5, generator=torch.Generator().manual_seed(0))), "dim": -1})
+    _, ev, path = _written(tmp_path, check, case)
+    text = path.read_text()
+    assert "flag_gems" not in text.replace("'inlined:flag_gems.", "")  # only the namespace's name mentions it
+    assert "tle.program_id = program_id" in text
+    values, _ = _interpreted_here(path, tmp_path)
+    _same_as_tdiff(values, ev, case)
+
+
+# ------------------------------------------------------------------ every shim, in one kernel
+
+@triton.jit
+def _lowest(dtype):
+    d = dtype.value  # constexpr-args: the compiler wraps a dtype argument of a device function in constexpr
+    if d.is_floating():
+        value: tl.constexpr = float("-inf")
+        return value
+    return 0
+
+
+@triton.jit
+def _all_shims(x_ptr, b_ptr, acc_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    live = offs < n
+    x = tl.load(x_ptr + offs, mask=live, other=_lowest(x_ptr.type.element_ty))
+    b = tl.load(b_ptr + offs, mask=live, other=0.0)  # bfloat16
+    prod = b * b + b * 1.5  # bf16-arith, bf16-constants
+    tl.atomic_add(acc_ptr + offs, prod, mask=live)  # bf16-atomics
+    acc = tl.load(acc_ptr + offs, mask=live, other=0.0)
+    total = tl.sum(acc, axis=0)  # a bf16 reduction (bf16-arith)
+    pos = live and (x > 0)  # tensor-and-or
+    y = tl.where(pos, rsqrt(tl.abs(x) + 1.0), tl.maximum(x, 0.25))  # libdevice; nan-minmax on NaN inputs
+    tl.store(out_ptr + offs, y * scale + acc.to(tl.float32) + total.to(tl.float32), mask=live)  # float-args
+
+
+def _launch_all(kernel, x, b):
+    acc = torch.zeros_like(b)
+    out = torch.empty_like(x)
+    kernel[(1,)](x, b, acc, out, x.numel(), 0.5, BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+
+def test_every_shim_of_the_interpreter_has_a_standalone_copy():
+    assert set(shims.ENABLED) <= set(repro._SHIM_CODE), set(shims.ENABLED) - set(repro._SHIM_CODE)
+
+
+def test_the_reproducer_libdevice_table_matches_tdiffs():
+    ns = {"np": np}
+    exec(repro._LIBDEVICE_TABLE, ns)
+    table = ns["_LIBDEVICE"]
+    assert set(table) == set(shims.libdevice_names())
+    rng = np.random.default_rng(0)
+    samples = [rng.uniform(-3, 3, 16), rng.uniform(0.1, 3, 16), rng.uniform(-0.9, 0.9, 16)]
+    samples += [np.array([0.0, -0.0, 1.0, np.nan, np.inf, -np.inf, 2.5, -2.5])]
+    for name in shims.libdevice_names():
+        mine, predicate = table[name]
+        theirs, _, their_predicate = shims._LIBDEVICE[name]
+        assert predicate == their_predicate, name
+        arity = next(k for k in (1, 2, 3) if _takes(theirs, k))
+        for s in samples:
+            args = [s, s[::-1].copy(), np.roll(s, 1)][:arity]
+            with np.errstate(all="ignore"):
+                try:
+                    want = np.asarray(theirs(*args), np.float64)
+                except (ValueError, OverflowError):  # tdiff's own shim raises there (e.g. gamma of -inf)
+                    continue
+                got = np.asarray(mine(*args), np.float64)
+            np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def _takes(fn, k):
+    try:
+        with np.errstate(all="ignore"):
+            fn(*[np.ones(2)] * k)
+        return True
+    except TypeError:
+        return False
+
+
+def test_all_shims_in_one_kernel_compute_what_tdiffs_interpreter_computed(tmp_path):
+    """A kernel that needs every shim (float argument, bf16 arithmetic, constants, atomics and reduction,
+    a dtype passed to a device function, `and` between tensors, libdevice, tl.maximum with NaN): stock
+    TRITON_INTERPRET=1 fails or computes differently; the reproducer's interpreter side matches tdiff's
+    interpreter bit for bit and reports the same shims."""
+    check = tdiff.check(launch=_launch_all, x=tst.tensors(shape=(8,)),
+                        b=tst.tensors(shape=(8,), dtype="bfloat16"))(_all_shims).__tdiff_checks__[-1]
+    x = torch.tensor([1.0, -2.0, float("nan"), 0.5, 3.0, -0.0, 0.1, 7.0])
+    b = torch.tensor([0.5, 1.25, -2.0, 3.0, 0.0078125, -1.5, 2.0, 1e-3]).bfloat16()
+    case = Case({"x": tensor_arg(x), "b": tensor_arg(b)})
+    _, ev, path = _written(tmp_path, check, case)
+    used = {n for n, c in ev.outcomes["interpreter"].trace.shims.items() if c}
+    ran = _run(path)
+    assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
+    values, shims_used = _interpreted_here(path, tmp_path)
+    # every shim the run counted, and constexpr-args, which tdiff's interpreter applies without counting it
+    assert used | {"constexpr-args"} <= set(shims_used) <= set(shims.ENABLED)
+    assert set(shims.ENABLED) - set(shims_used) <= {"nan-minmax", "bf16-constants"}  # (these depend on Triton)
+    for name in shims_used:
+        assert f"interpreter worked around {name} (" in ran.stdout, name
+    _same_as_tdiff(values, ev, case)

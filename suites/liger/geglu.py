@@ -68,7 +68,9 @@ def reference_bwd(dc, a, b):
     t = torch.tanh(C * (x + 0.044715 * x**3))
     dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * C * (1 + 3 * 0.044715 * x * x)
     d = dc.double()
-    return _in_place(a, d * b.double() * dgelu), _in_place(b, d * 0.5 * x * (1 + t))
+    # the kernel rounds gelu(a) to dc's dtype before the product (as PyTorch's unfused ops would)
+    gelu = (0.5 * x * (1 + t)).to(dc.dtype).double()
+    return _in_place(a, d * b.double() * dgelu), _in_place(b, d * gelu)
 
 
 tdiff.check(

@@ -43,7 +43,9 @@ def reference_fwd(y_pred, y_true, y_true_log, log_target, reduction, eps):
         loss = t.exp() * (t - y)
     else:
         t = y_true.double()
-        loss = torch.xlogy(t, t) - t * y  # torch.nn.functional.kl_div: 0 * log 0 = 0
+        # liger clamps the target at eps inside the log, y * (log(max(y, eps)) - x): torch.nn.functional.kl_div's
+        # xlogy(y, y) - y * x for targets of eps and above (FINDINGS.md, notes)
+        loss = t * (torch.log(t.clamp_min(eps)) - y)
     return (loss if reduction == "none" else loss.sum(-1)).float()
 
 

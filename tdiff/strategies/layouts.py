@@ -57,6 +57,15 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed:
         for i, p in enumerate(perm):
             strides[p] = pstrides[i]
         return Layout("transposed", tuple(strides), 0, max(1, _extent(shape, tuple(strides))))
+    if kind == "transposed" and any(n > 1 for n in shape):
+        # one dimension of more than one element: a column of a row-major matrix (x[:, j]), so its stride is
+        # the matrix's row length, not 1
+        dim = next(i for i, n in enumerate(shape) if n > 1)
+        row = draw(integers(2, 5))
+        col = draw(integers(0, row - 1))
+        strides = tuple(row * base.strides[i] if i == dim or base.strides[i] > base.strides[dim] else base.strides[i]
+                        for i in range(nd))
+        return Layout("transposed", strides, col, max(1, _extent(shape, strides) + col))
     if kind == "sliced":
         # a view base[a::step] along some dims: gaps between elements, a start offset
         steps = [draw(integers(1, 3)) if n > 1 else 1 for n in shape]

@@ -40,7 +40,7 @@ def replay(args: argparse.Namespace) -> int:
         print(f"tdiff replay: {exc}")
         return 2
     runner = Runner(opts)
-    counts = {"passed": 0, "failed": 0, "error": 0, "known": 0, "not judged": 0}
+    counts = {"passed": 0, "failed": 0, "error": 0, "known": 0, "fixed": 0, "not judged": 0}
     entries = [e for p in args.paths for e in corpus_mod.all_entries(Path(p))]
     if not entries:
         print(f"tdiff replay: no corpus entries under {', '.join(args.paths)}")
@@ -55,14 +55,16 @@ def replay(args: argparse.Namespace) -> int:
         result = runner.new_result(check)
         status = runner.replay_entry(check, entry, result)
         counts[status] += 1
-        print(f"{status.upper():10} {entry.path} ({check.id}; compared: {result.compared})")
+        label = "STALE" if status == "fixed" else status.upper()
+        print(f"{label:10} {entry.path} ({check.id}; compared: {result.compared})")
         if status not in ("passed",):
             text = result.report() or "\n".join(result.notes)
             print("\n".join("        " + line for line in text.splitlines()))
     runner.executor.close()
     print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "
-          f"{counts['not judged']} not judged here, {counts['error']} unreadable")
-    return 0 if counts["failed"] == counts["error"] == counts["not judged"] == 0 else 1
+          f"{counts['fixed']} known but no longer diverging, {counts['not judged']} not judged here, "
+          f"{counts['error']} unreadable")
+    return 0 if counts["failed"] == counts["error"] == counts["fixed"] == counts["not judged"] == 0 else 1
 
 
 def info(_: argparse.Namespace) -> int:

@@ -87,7 +87,7 @@ class Runner:
             result.status = "error"
             result.notes.append(f"{type(exc).__name__}: {exc}")
         if result.status != "error":
-            if result.failures:
+            if result.failures or any(s == "fixed" for _, s in result.replayed):
                 result.status = "failed"
             elif result.judged <= 0 and not any(s == "passed" for _, s in result.replayed):
                 result.status = "skipped"
@@ -167,8 +167,8 @@ class Runner:
     # -- the corpus --------------------------------------------------------------------
     def replay_entry(self, check: Check, entry: corpus_mod.Entry, result: CheckResult,
                      judge: CaseJudge | None = None) -> str:
-        """Replay one corpus entry into `result`; returns "passed", "failed", "known", "not judged"
-        or "error"."""
+        """Replay one corpus entry into `result`; returns "passed", "failed", "known", "fixed" (a known
+        divergence that no longer shows: fails the check), "not judged" or "error"."""
         judge = judge or self.judge(check, result)
         try:
             case = entry.load_case(check)
@@ -186,9 +186,14 @@ class Runner:
             result.notes.append(f"corpus entry {entry.path} could not be judged here: {'; '.join(verdict.reasons)}")
             return "not judged"
         if not verdict.failed:
-            if known:
-                result.notes.append(f"corpus entry {entry.path} no longer diverges: the known bug is fixed; "
-                                    f"set its \"expect\" to \"pass\" to keep it as a regression test")
+            if known:  # like a strict xfail that passes: the corpus no longer says what is true
+                recorded = meta.get("divergence") or {}
+                result.notes.append(
+                    f"corpus entry {entry.path} recorded a known {recorded.get('kind') or ''} divergence that no "
+                    f"longer shows ({verdict.label}): if the bug was fixed (a Triton or library upgrade), set its "
+                    f"\"expect\" to \"pass\" to keep it as a regression test; if not, tdiff stopped seeing it")
+                result.replayed.append((entry.id, "fixed"))
+                return "fixed"
             result.replayed.append((entry.id, "passed"))
             return "passed"
         recorded = meta.get("divergence") or {}

@@ -79,6 +79,9 @@ def test_found_shrunk_reproduced_recorded_then_fixed(tmp_path):
     (tmp_path / "planted.py").write_text(BUGGY.replace("+ tl.where(offs == n - 1, 1.0, 0.0)", ""))
     fixed = _run(["-m", "tdiff.cli", "replay", "corpus", "--isolation", "none"], tmp_path)
     assert fixed.returncode == 0 and "1 passed" in fixed.stdout, fixed.stdout + fixed.stderr
+    entry.write_text(json.dumps({**meta, "expect": "divergence"}))  # a known divergence that stopped: exit 1
+    stale = _run(["-m", "tdiff.cli", "replay", "corpus", "--isolation", "none"], tmp_path)
+    assert stale.returncode == 1 and "1 known but no longer diverging" in stale.stdout, stale.stdout
 
 
 def test_planted_faulty_backend_is_shrunk_small(tmp_path):
@@ -157,6 +160,9 @@ def test_known_divergences_are_watched_not_failed(tmp_path):
     (path / "entry.json").write_text(json.dumps(meta))
     with pytest.raises(tdiff.DivergenceError):  # the faulty backend still fails new cases...
         tdiff.verify(K.double_kernel, options=opts)
-    (res,) = tdiff.verify(K.double_kernel, options=opts.with_(backends=("interpreter", "reference")))
-    assert (path.name, "passed") in res.replayed  # ...and once "fixed", the entry says so
-    assert any("no longer diverges" in n for n in res.notes)
+    # ...and once "fixed", the check fails (as a strict xfail does) and the entry says what to do
+    with pytest.raises(tdiff.DivergenceError, match=r"no\s+longer shows") as info:
+        tdiff.verify(K.double_kernel, options=opts.with_(backends=("interpreter", "reference")))
+    (res,) = info.value.results
+    assert (path.name, "fixed") in res.replayed and res.status == "failed" and not res.failures
+    assert 'set its "expect" to "pass"' in str(info.value)

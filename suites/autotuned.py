@@ -18,7 +18,7 @@ def launch(kernel, x, alpha):
 @tdiff.check(
     launch=launch,
     reference=lambda x, alpha: (x.float() * alpha + 1.0).to(x.dtype),
-    x=tst.tensors(shape=(tst.sizes(block=64, max_blocks=5),), dtype=["float32", "float16"],
+    x=tst.tensors(shape=(tst.sizes(block=(64, 256), max_blocks=3),), dtype=["float32", "float16"],
                   layouts=["contiguous", "offset"]),
     alpha=[0.5, 2.0, -3.0],
 )

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
@@ -108,6 +109,21 @@ def test_each_specialization_class_appears():
     assert {("tail", 63), ("tail", 0), ("tail", 1)} <= ints  # k*B-1, k*B, k*B+1
     aligned = _collect(tst.tensors(ndim=1, dtype=["float32", "float16"]))
     assert {"aligned", "misaligned"} <= aligned
+
+
+def test_sizes_cover_every_block_of_an_autotuned_kernel():
+    seen = set()
+
+    @DRAWS
+    @given(tst.sizes(block=(64, 256), max_blocks=3))
+    def run(n):
+        seen.add(n)
+
+    run()
+    assert {255, 256, 257, 511, 513} & seen and {63, 65, 127, 129} & seen  # both configs' tails
+    assert max(seen) > 256 and max(seen) <= 769  # a second program of the larger block
+    with pytest.raises(ValueError, match="positive int"):
+        tst.sizes(block=(64, 0))
 
 
 def test_ints_hit_specialization_classes():

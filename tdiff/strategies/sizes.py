@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 from hypothesis import strategies as st
@@ -14,15 +15,16 @@ def _within(values: list[int], lo: int, hi: int) -> list[int]:
 
 
 @cache
-def sizes(block: int | None = None, *, min_value: int = 1, max_value: int | None = None,
+def sizes(block: int | Sequence[int] | None = None, *, min_value: int = 1, max_value: int | None = None,
           max_blocks: int = 4) -> st.SearchStrategy[int]:
-    """Sizes that exercise masked tails: 1, small primes, and k*B-1, k*B, k*B+1 for a block size B.
+    """Sizes that exercise masked tails: 1, small primes, and k*B-1, k*B, k*B+1 for a block size B
+    (or for each of several, e.g. an autotuned kernel's configs), k up to `max_blocks`.
 
     Without `block`, the neighbours of 16, 32 and 64 are used. Shrinks towards `min_value`.
     """
-    if block is not None and block < 1:
-        raise ValueError("block must be positive")
-    blocks = [block] if block else [16, 32, 64]
+    blocks = [block] if isinstance(block, int) else list(block) if block else [16, 32, 64]
+    if not blocks or any(not isinstance(b, int) or b < 1 for b in blocks):
+        raise ValueError(f"block must be a positive int or a sequence of them, got {block!r}")
     top = max_value if max_value is not None else max(blocks) * max_blocks + 1
     if top < min_value:
         raise ValueError(f"max_value {max_value} < min_value {min_value}")

@@ -157,7 +157,9 @@ def entries_for(root: Path, check: Any) -> list[Entry]:
     folder = Path(root) / check.kernel_name
     if not folder.is_dir():
         return []
-    out = [Entry(p) for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    # an empty folder is no entry (a sync or checkout that removed one can leave it behind)
+    out = [Entry(p) for p in sorted(folder.iterdir())
+           if p.is_dir() and not p.name.startswith(".") and any(p.iterdir())]
     return [e for e in out if e.belongs_to(check)]
 
 

@@ -125,6 +125,13 @@ def test_corrupted_corpus_entries_give_readable_errors(tmp_path):
     path = corpus.write(tmp_path, check, case, verdict, ev)
     (res,) = tdiff.verify(K.double_kernel, options=opts)
     assert res.replayed == [(path.name, "passed")]
+    (path.parent / "removed-entry").mkdir()  # an empty folder (left by a sync) is no entry
+    (res,) = tdiff.verify(K.double_kernel, options=opts)
+    assert res.replayed == [(path.name, "passed")]
+    (path.parent / "removed-entry" / "tensors.npz").write_bytes(b"")  # a folder with files but no entry.json is
+    with pytest.raises(tdiff.DivergenceError, match=r"entry.json is missing"):
+        tdiff.verify(K.double_kernel, options=opts)
+    (path.parent / "removed-entry" / "tensors.npz").unlink()
     (path / "entry.json").write_text("{ not json")
     with pytest.raises(tdiff.DivergenceError, match=r"entry.json is not valid JSON"):
         tdiff.verify(K.double_kernel, options=opts)

@@ -7,8 +7,9 @@ The bare loop builds the inputs, launches the kernel compiled (where a GPU is pr
 launches it in Triton's interpreter (its own InterpretedFunction, inside tdiff's selective
 interpretation scope, since Triton alone cannot interpret next to compiling), and compares with
 torch.allclose. Without a GPU both sides compare the interpreter with the kernel's reference.
-tdiff runs the same cases through `Runner.evaluate`: guard bands, instrumented interpreter,
-storage-by-storage comparison, worker processes. Ratios are tdiff time / bare time.
+tdiff runs the same cases as `pytest --tdiff` judges them (`CaseJudge.verdict`): every opinion
+(the reference too), guard bands, instrumented interpreter, storage-by-storage comparison, worker
+processes. Ratios are tdiff time / bare time.
 """
 
 from __future__ import annotations
@@ -100,9 +101,18 @@ def bare_case(check, case: Case) -> None:
     assert torch.allclose(got, want, rtol=1e-2, atol=5e-2, equal_nan=True)  # loose: tf32 in matmul
 
 
-def tdiff_case(runner: Runner, check, pair, case: Case) -> None:
-    cmp, _ = runner.evaluate(check, case, pair)
-    assert cmp is not None and cmp.ok, cmp and cmp.summary()
+_judges: dict[tuple[int, str], Any] = {}
+
+
+def tdiff_case(runner: Runner, check, case: Case) -> None:
+    """One case as `pytest --tdiff` judges it: every opinion of the check on this machine (the
+    reference too, where declared), the comparison of every pair, and the verdict."""
+    key = (id(runner), check.id)
+    judge = _judges.get(key)
+    if judge is None:
+        judge = _judges[key] = runner.judge(check, runner.new_result(check))
+    verdict, _ = judge.verdict(case)
+    assert not verdict.failed, str(verdict)
 
 
 def measure(loops: dict[str, Any], cases: list[Case], rounds: int) -> dict[str, list[float]]:
@@ -130,12 +140,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None, help="rounds on small grids (default 11, --quick 7)")
     args = ap.parse_args()
     grids = [int(g) for g in args.grids.split(",")]
-    pair = ("compiled", "interpreter") if GPU else ("interpreter", "reference")
     full = tdiff.RunOptions(isolation="process", corpus_dir=None, repro_dir=None, sample_size=0)
     sampled = full.with_(sample_size=8, sample_threshold=64)
     runners = {"tdiff": Runner(full), "in-process": Runner(full.with_(isolation="none")),
                "sampled": Runner(sampled)}
-    print(f"device: {torch.cuda.get_device_name() if GPU else 'CPU only'}; pair: {pair[0]} vs {pair[1]}; "
+    compared = runners["tdiff"].new_result(tdiff.checks_of(KERNELS[args.kernels.split(",")[0]])[0]).compared
+    print(f"device: {torch.cuda.get_device_name() if GPU else 'CPU only'}; tdiff compares: {compared}; "
           f"triton {triton.__version__}, torch {torch.__version__}, numpy {np.__version__}")
     print("each row: the same cases through every loop, taking turns pass by pass; c/s from the median round;")
     print("tdiff/bare is the median of the per-round ratios, with their middle half (quartiles) on small grids")
@@ -151,18 +161,18 @@ def main() -> None:
             bare_case(check, warm[1])
             one = time.perf_counter() - t0
             for r in runners.values():
-                tdiff_case(r, check, pair, warm[0])
+                tdiff_case(r, check, warm[0])
             big = g >= 256
             # small grids: enough cases for a pass of ~0.3 s; large ones: a single case
             n = 1 if big else max(2, min(60, int(0.3 / max(one, 1e-4))))
             rounds = 2 if big else (args.rounds or (7 if args.quick else 11))
             cases = make_cases(name, g, n)
             loops = {"bare": partial(bare_case, check),
-                     "tdiff": partial(tdiff_case, runners["tdiff"], check, pair)}
+                     "tdiff": partial(tdiff_case, runners["tdiff"], check)}
             if not big:
-                loops["in-process"] = partial(tdiff_case, runners["in-process"], check, pair)
+                loops["in-process"] = partial(tdiff_case, runners["in-process"], check)
             if g > sampled.sample_threshold:
-                loops["sampled"] = partial(tdiff_case, runners["sampled"], check, pair)
+                loops["sampled"] = partial(tdiff_case, runners["sampled"], check)
             times = measure(loops, cases, rounds)
             per_round = [t / b for t, b in zip(times["tdiff"], times["bare"])]
             ratio = statistics.median(per_round)

@@ -173,6 +173,13 @@ class CaseJudge:
         if v.label != NOT_JUDGED:
             r.judged += 1
         used = {name for o in ev.outcomes.values() if o.trace is not None for name in o.trace.shims}
+        for o in (*ev.outcomes.values(), *ev.extra.values()):
+            t = o.trace
+            if t is None:
+                continue
+            for key, lines in t.lines.items():
+                r.lines_run.setdefault(key, set()).update(lines)
+                r.lines_executable.setdefault(key, t.executable.get(key, frozenset()))
         for name in used:
             r.shims[name] += 1
         if not v.failed and v.label != NOT_JUDGED:

@@ -30,6 +30,8 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                                                 "always compiled); past it, such cases run without the compiled "
                                                 "backend (default 30; 0: no limit)"),
     ("max-compiles", int, "max_compiles", "the same budget as a number of compiles (default 0: no limit)"),
+    ("coverage", str, "coverage", "report (default: name the kernel lines no case ran) or require (such a check "
+                                  "fails)"),
 ]
 
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
@@ -65,6 +67,8 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
         raise ValueError(f"--tdiff-profile must be one of {', '.join(PROFILES)}, not {changes['profile']!r}")
     if changes.get("isolation") not in (None, "process", "none"):
         raise ValueError("--tdiff-isolation must be process or none")
+    if changes.get("coverage") not in (None, "report", "require"):
+        raise ValueError(f"--tdiff-coverage must be report or require, not {changes['coverage']!r}")
     if changes.get("max_compiles", 0) < 0:
         raise ValueError("--tdiff-max-compiles must be 0 (no limit) or more")
     if changes.get("compile_budget", 0) < 0:

@@ -152,6 +152,10 @@ class Trace:
     empty_launches: int = 0  # launches whose grid had no program
     # tensors `launch` allocated that the kernel wrote: (label, elements written, returned or read back)
     scratch: list[tuple[str, int, bool]] = field(default_factory=list)
+    # kernel coverage (see tdiff.backends.coverage): "file:line:function" -> lines run, and the
+    # lines of its statements
+    lines: dict[str, set[int]] = field(default_factory=dict)
+    executable: dict[str, frozenset[int]] = field(default_factory=dict)
 
 
 @dataclass

@@ -244,6 +244,8 @@ class TdiffItem(pytest.Item):
             self.user_properties.append(("tdiff_not_judged", json.dumps(dict(result.discarded))))
         if summary["caveats"]:
             self.user_properties.append(("tdiff_caveats", json.dumps(summary["caveats"])))
+        if summary["never_ran"]:
+            self.user_properties.append(("tdiff_never_ran", json.dumps(summary["never_ran"])))
         failed = result.failures
         if failed:
             self.user_properties.append(("tdiff_verdict", ", ".join(d.verdict.label for d in failed)))

@@ -57,6 +57,9 @@ class CheckResult:
     budget_beyond: int = 0  # compiles past the budget
     hang_timeout: float | None = None  # the shortened per-case timeout after a hang
     first_failure: int | None = None  # which searched case failed first (1: the first one drawn)
+    # kernel coverage over the interpreter's runs: "file:line:function" -> lines run / lines with code
+    lines_run: dict[str, set[int]] = field(default_factory=dict)
+    lines_executable: dict[str, frozenset[int]] = field(default_factory=dict)
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -74,6 +77,18 @@ class CheckResult:
         parts = [d.report for d in self.failures]
         parts += [f"tdiff: {n}" for n in self.notes if self.status in ("failed", "error")]
         return "\n\n".join(parts)
+
+    def uncovered(self) -> list[str]:
+        """The kernel lines no interpreter run of this check executed, one description per function."""
+        from .backends.coverage import describe, ranges
+
+        out = []
+        for key in sorted(self.lines_executable):
+            code = self.lines_executable[key]
+            missed = ranges(code - self.lines_run.get(key, set()), code)
+            if missed:
+                out.append(describe(key, missed))
+        return out
 
     def caveat_lines(self) -> list[str]:
         """One line per kind of caveat: how many cases, and the first example."""

@@ -87,7 +87,10 @@ class Runner:
             result.status = "error"
             result.notes.append(f"{type(exc).__name__}: {exc}")
         if result.status != "error":
-            if result.failures or any(s == "fixed" for _, s in result.replayed):
+            never_ran = result.uncovered() if self.options.coverage == "require" else []
+            if never_ran:
+                result.notes.append("--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran))
+            if result.failures or never_ran or any(s == "fixed" for _, s in result.replayed):
                 result.status = "failed"
             elif result.judged <= 0 and not any(s == "passed" for _, s in result.replayed):
                 result.status = "skipped"

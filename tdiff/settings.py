@@ -42,6 +42,7 @@ class RunOptions:
     sample_size: int = 8  # random programs interpreted besides first, last and mask-tail ones
     compile_budget: float = 30.0  # compile seconds per check on new combinations of classes (0: no limit)
     max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)
+    coverage: str = "report"  # kernel lines no case ran: "report" them, or "require" every line to run (else fail)
     database: Any = None  # a hypothesis ExampleDatabase; None: the profile decides
     gpu: int | None = None
 

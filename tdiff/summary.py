@@ -42,6 +42,7 @@ def record(result: Any) -> dict:
         } for d in result.divergences],
         "notes": result.notes,
         "pair_note": result.pair_note,
+        "never_ran": result.uncovered(),
     }
 
 
@@ -74,6 +75,8 @@ def check_lines(s: dict) -> list[str]:
         lines.append(f"          passed with a caveat: {c}")
     for name, n in s["shims"].items():
         lines.append(f"          interpreter: worked around {name} in {n} case(s): {SHIMS.get(name, name)}")
+    for text in s.get("never_ran") or ():
+        lines.append(f"          kernel code no case ran: {text}")
     if s.get("hang_timeout"):
         lines.append(f"          after a hang, runs of this check waited at most {s['hang_timeout']:.1f}s")
     for n in s["notes"]:

@@ -26,7 +26,7 @@ from triton.language import core  # noqa: F401  (makes tl.core visible to the pa
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
-from . import shims
+from . import coverage, shims
 
 try:  # triton >= 3.3
     from triton import knobs as _knobs
@@ -101,6 +101,8 @@ class _Rewriter(_interp.FunctionRewriter):
         tree = super()._transform_ast(src)
         if shims.ENABLED[shims.BOOL_OPS]:
             tree = ast.fix_missing_locations(_BoolOps().visit(tree))
+        if coverage.covered(self.fn):
+            tree = coverage.instrument(tree, self.fn)
         return tree
 
 

@@ -39,7 +39,7 @@ from ..plan import (
     launch_record,
     route_launches,
 )
-from . import dataflow, interpret_scope, shims
+from . import coverage, dataflow, interpret_scope, shims
 from .base import BackendSpec, Target, error_info, user_line_now
 from .interpret_scope import interpreting, rewritten
 from .memory import Memory, Region, violation
@@ -700,7 +700,8 @@ class InterpreterBackend:
             return interpret_launch(session, jit, args, grid, warmup, kwargs)
 
         try:
-            with deterministic_empty(), route_launches(handler):
+            with deterministic_empty(), route_launches(handler), \
+                    coverage.recording(session.trace.lines):  # type: ignore[arg-type]
                 returned = target.launch(kernel, **plan.inputs)
         except Exception as exc:
             outcome.error = error_info(exc)
@@ -714,6 +715,7 @@ class InterpreterBackend:
         outcome.returned = capture_returned(returned)
         outcome.launches = session.launches
         finish_trace(session, returned)
+        session.trace.executable = {k: coverage.executable(k) for k in session.trace.lines}
         outcome.trace = session.trace
         outcome.seconds = time.perf_counter() - t0
         return outcome

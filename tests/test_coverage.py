@@ -12,6 +12,8 @@ from tdiff.summary import check_lines, record
 
 from . import coverage_kernels as CK
 
+pytest_plugins = ["pytester"]
+
 OPTS = tdiff.RunOptions(profile="ci", max_examples=8, isolation="none", corpus_dir=None, repro_dir=None)
 
 
@@ -57,3 +59,46 @@ def test_coverage_option_is_validated():
 
     with pytest.raises(ValueError, match="--tdiff-coverage must be report or require"):
         options.build({"coverage": "all"}.get, __import__("pathlib").Path("."))
+
+
+BRANCHY = '''
+import torch
+import triton
+import triton.language as tl
+
+import tdiff
+from tdiff import strategies as tst
+
+
+def launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16)
+    return out
+
+
+@tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(tst.sizes(block=16, max_blocks=2),)))
+@triton.jit
+def branchy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    if n > 5000:
+        x = x + 0.0
+    tl.store(out_ptr + offs, x * 2, mask=offs < n)
+'''
+
+
+def test_pytest_reports_code_no_case_ran_in_the_summary_and_junit(pytester):
+    from tests.projects import kernel_project
+
+    kernel_project(pytester, BRANCHY, tdiff_examples=4, tdiff_profile="ci")
+    result = pytester.runpytest_subprocess("--tdiff", "--junitxml=report.xml", "--tdiff-corpus=none",
+                                           "--tdiff-repro-dir=none")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*kernel code no case ran: kernels/ops.py: line 22 (the body of `if n > 5000` "
+                                 "(line 21)) of branchy*"])
+    xml = (pytester.path / "report.xml").read_text()
+    assert 'name="tdiff_never_ran"' in xml and "the body of `if n &gt; 5000`" in xml
+    strict = pytester.runpytest_subprocess("--tdiff", "--tdiff-coverage", "require", "--tdiff-corpus=none",
+                                           "--tdiff-repro-dir=none")
+    strict.assert_outcomes(failed=1)
+    assert "--tdiff-coverage require: kernel code no case ran" in strict.stdout.str()

@@ -115,3 +115,59 @@ tdiff.check(
     marks=[pytest.mark.xfail(strict=True, reason="argmax over a leading axis of 3..127 elements (not a power of two) "
                                                  "fails to compile")],
 )(A.argmax_kernel_non_inner)
+
+# rows longer than 32768: TILE_N = 4096 and the looped path (ONE_TILE_PER_CTA False), with rows that
+# are and are not a multiple of 4096 (the `if remainder` tail)
+tdiff.check(
+    name="dim_inner_loop",
+    launch=launch_dim,
+    reference=lambda x, dim: torch.argmax(x.double(), dim),
+    x=tst.tensors(shape=(tst.sides(1, 2), tst.sizes(block=4096, min_value=32769, max_value=4096 * 9 + 1)),
+                  dtype=FLOATS, values=NO_NAN, max_numel=2 * (4096 * 9 + 1)),
+    dim=[-1],
+    max_examples=8,
+)(A.argmax_kernel_inner)
+
+# the non-inner looped path: a reduced axis of more than 4096 elements (TILE_N = 4096 for K < 16,
+# 2048 for K = 16, where TILE_K = 16 and TILE_N * TILE_K is capped at 32768)
+tdiff.check(
+    name="dim_non_inner_loop",
+    launch=launch_dim,
+    reference=lambda x, dim: torch.argmax(x.double(), dim),
+    x=tst.tensors(shape=(tst.sides(1, 2), tst.sizes(block=4096, min_value=4097, max_value=2 * 4096 + 1),
+                         tst.sides(2, 16)), dtype=FLOATS, values=NO_NAN, max_numel=2 * (2 * 4096 + 1) * 16),
+    dim=[1],
+    max_examples=8,
+)(A.argmax_kernel_non_inner)
+
+# integer inputs (FlagGems' argmax takes any dtype): `get_dtype_min` then returns the signed minimum
+# or 0 (uint8) as the masked lanes' value. The reference compares the integers themselves (int64 is
+# not exact in float64).
+INTS = ["uint8", "int8", "int16", "int32", "int64"]
+
+tdiff.check(
+    name="full_int",
+    launch=launch_full,
+    reference=lambda x: torch.argmax(x),
+    x=tst.tensors(ndim=2, max_side=70, dtype=INTS, layouts=["contiguous", "offset"]),
+    max_examples=10,
+)(A.argmax_kernel_1)
+
+tdiff.check(
+    name="dim_inner_int",
+    launch=launch_dim,
+    reference=lambda x, dim: torch.argmax(x, dim),
+    x=tst.tensors(ndim=2, max_side=100, dtype=INTS),
+    dim=[-1],
+    max_examples=10,
+)(A.argmax_kernel_inner)
+
+tdiff.check(
+    name="dim_non_inner_int",
+    launch=launch_dim,
+    reference=lambda x, dim: torch.argmax(x, dim),
+    x=tst.tensors(shape=(tst.sides(1, 9), st.sampled_from([1, 2, 4, 8, 16, 32, 129, 131]), tst.sides(2, 24)),
+                  dtype=INTS, max_numel=9 * 131 * 24),
+    dim=[1],
+    max_examples=10,
+)(A.argmax_kernel_non_inner)

@@ -6,6 +6,7 @@ the operands' strides without making them contiguous, so every layout is drawn."
 import pytest
 import torch
 import triton
+from hypothesis import strategies as st
 
 import tdiff
 from tdiff import strategies as tst
@@ -62,4 +63,19 @@ tdiff.check(
     marks=[pytest.mark.xfail(strict=True,
                              reason="Triton interpreter: tl.dot on bfloat16 multiplies the raw 16-bit patterns")],
     **operands(["bfloat16"]),
+)(B.bmm_kernel)
+
+# K a multiple of TILE_K (32 in both configs): the DIVISIBLE_K path, with M and N multiples of the
+# tile (32 for config 0, 64 for both configs) or not, so that every DIVISIBLE_M / DIVISIBLE_N
+# combination of the loads and the store is taken
+tdiff.check(
+    name="divisible_k",
+    launch=launch,
+    reference=reference,
+    configs=[0, 2],
+    max_examples=10,
+    dims={"Bt": tst.sides(1, 2), "M": st.sampled_from([64, 32, 17]), "N": st.sampled_from([64, 32, 17]),
+          "K": st.sampled_from([32, 64])},
+    a=tst.tensors(shape=("Bt", "M", "K"), dtype=["float32", "float16"], readonly=True),
+    b=tst.tensors(shape=("Bt", "K", "N"), like="a", readonly=True),
 )(B.bmm_kernel)

@@ -104,3 +104,27 @@ tdiff.check(
     bias=None,
     configs=[0],
 )(L.layer_norm_persistent_kernel_multiline)
+
+tdiff.check(
+    name="persistent_no_affine",
+    launch=launch,
+    reference=reference,
+    dims={"N": tst.sides(129, 1100)},
+    x=tst.tensors(shape=(tst.sides(1, 5), "N"), dtype=FLOATS),
+    weight=None,
+    bias=None,
+    configs=[0],
+    max_examples=10,
+)(L.layer_norm_persistent_kernel)
+
+tdiff.check(
+    name="loop_no_affine",
+    launch=launch,
+    reference=reference,
+    dims={"N": tst.sizes(block=1024, min_value=4097, max_value=9 * 1024 + 1)},
+    x=tst.tensors(shape=(tst.sides(1, 3), "N"), dtype=FLOATS, max_numel=3 * (9 * 1024 + 1)),
+    weight=None,
+    bias=None,
+    configs=[0, 9],
+    max_examples=5,
+)(L.layer_norm_loop_kernel)

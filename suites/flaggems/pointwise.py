@@ -158,3 +158,23 @@ tdiff.check(
     x=tst.tensors(ndim=1, max_side=700, dtype=FLOATS),
 )(GELU_1)
 
+
+# The grid-stride loop (`one_tile_per_cta` False) of the generated kernels: the wrapper launches
+# min(65536, num_tiles) CTAs (NVIDIA CodeGenConfig.max_grid_size), so only more than 65536 tiles give a CTA
+# two tiles. At rank 2 with a 256-element tile, (32769, 257) is about the smallest such output: N = 257
+# takes tiles of (1, 256), two per row, 65538 tiles in all (8.4M elements; 64 of the 65536 programs are
+# interpreted). One float16 case (about 17 s here); y broadcast along the rows takes the rank-2 path.
+tdiff.check(
+    name="add_2d_grid_stride",
+    launch=add_launch,
+    reference=add_reference,
+    x=tst.tensors(shape=(32769, 257), dtype="float16"),
+    y=tst.tensors(shape=(1, 257), dtype="float16", readonly=True),
+    alpha=[1],
+    max_examples=1,
+)(ADD_2)
+
+# Not covered: the same loop at rank 1 (`add_func_kernel_rank_1`, `gelu_none_kernel_rank_1`). Tiles of 256
+# elements there, so it takes more than 65536 * 256 = 16,777,216 elements: one float16 case costs about
+# 30 to 47 s here (measured), over this suite's time budget; the generated rank-1 loop body is the rank-2
+# one without the second axis.

@@ -88,7 +88,40 @@ tdiff.check(
     dim=[0, 1],
 )(S.softmax_kernel_non_inner)
 
-# Not covered: the non-inner kernel's looped path (ONE_TILE_PER_CTA False). With the H100's 132
-# SMs the heuristics only take it for M * N * K above about 66 * 8192 = 540k elements (e.g.
-# (67, 4097, 2): TILE_K = 2, TILE_N = 4096), too large for this suite's time budget (and shrinking a
-# failing case of that size takes over 10 minutes: tests/regressions/shrink_budget_large_tensor.py).
+# the non-inner kernel's looped path (ONE_TILE_PER_CTA False), without NaN (NON_INNER_NAN_FINDING, checked
+# below): with M * K <= 132 programs (the H100's SM count) the heuristics keep TILE_K = 1, so
+# TILE_N = cdiv(8192, TILE_K) = 8192 and an axis of more than 8192 elements takes the loop: (1, 8193, 2)
+# is the smallest such input (larger M * K doubles TILE_K and halves TILE_N, and needs some 540k
+# elements before N exceeds it)
+NON_INNER_LOOP = (tst.sides(1, 2), tst.sizes(block=8192, min_value=8193, max_value=2 * 8192 + 1), tst.sides(2, 3))
+
+tdiff.check(
+    name="non_inner_loop",
+    launch=launch,
+    reference=reference,
+    x=tst.tensors(shape=NON_INNER_LOOP, dtype=FLOATS, max_numel=2 * (2 * 8192 + 1) * 3, values=tst.values(nan=False)),
+    dim=[1],
+    max_examples=8,
+)(S.softmax_kernel_non_inner)
+
+NON_INNER_NAN_FINDING = ("softmax over a leading axis longer than TILE_N (the looped path) passes over NaN in the "
+                         "axis' first tile")
+
+
+def _plant_nan_axis(x):
+    x = x.clone()
+    x[:, 0, :] = float("nan")
+    return x
+
+
+# FINDINGS.md flaggems 8: a NaN at the start of the reduced axis, in every column (the running maximum starts
+# at -inf and tl.maximum(-inf, NaN) is -inf on the GPU, so the lane's sum skips the NaN)
+tdiff.check(
+    name="non_inner_loop_nan",
+    launch=lambda kernel, x, dim: launch(kernel, _plant_nan_axis(x), dim),
+    reference=lambda x, dim: reference(_plant_nan_axis(x), dim),
+    x=tst.tensors(shape=NON_INNER_LOOP, dtype=FLOATS, max_numel=2 * (2 * 8192 + 1) * 3),
+    dim=[1],
+    max_examples=3,
+    marks=[pytest.mark.xfail(strict=True, reason=NON_INNER_NAN_FINDING)],
+)(S.softmax_kernel_non_inner)

@@ -85,3 +85,26 @@ tdiff.check(
     x=tst.tensors(shape=(tst.sides(1, 9), tst.sides(1, 24), tst.sides(2, 24)), dtype=FLOATS),
     dim=[0, 1],
 )(S.sum_dim_kernel_non_inner)
+
+# rows longer than 32768: TILE_N = 4096 and the looped path (ONE_TILE_PER_CTA False)
+tdiff.check(
+    name="dim_inner_loop",
+    launch=launch_dim,
+    reference=reference_dim,
+    x=tst.tensors(shape=(tst.sides(1, 2), tst.sizes(block=4096, min_value=32769, max_value=4096 * 9 + 1)),
+                  dtype=FLOATS, max_numel=2 * (4096 * 9 + 1)),
+    dim=[-1],
+    max_examples=8,
+)(S.sum_dim_kernel_inner)
+
+# the non-inner looped path: M * K <= 132 keeps TILE_K = 1 and TILE_N = 8192 (softmax's heuristics), so
+# a reduced axis of more than 8192 elements loops ((1, 8193, 2) is the smallest such input)
+tdiff.check(
+    name="dim_non_inner_loop",
+    launch=launch_dim,
+    reference=reference_dim,
+    x=tst.tensors(shape=(tst.sides(1, 2), tst.sizes(block=8192, min_value=8193, max_value=2 * 8192 + 1),
+                         tst.sides(2, 3)), dtype=FLOATS, max_numel=2 * (2 * 8192 + 1) * 3),
+    dim=[1],
+    max_examples=8,
+)(S.sum_dim_kernel_non_inner)

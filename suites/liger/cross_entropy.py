@@ -24,8 +24,10 @@ FP16_MAX = 65504.0
 
 
 @st.composite
-def inputs(draw, vocab=None, rows=(1, 8), softcap=(None,), no_grad_ignored=False, weight_overflow=False):
-    """One call of cross_entropy_forward. See FINDINGS.md:
+def inputs(draw, vocab=None, rows=(1, 8), softcap=(None,), no_grad_ignored=False, weight_overflow=False,
+           reductions=("mean", "sum", "none"), grad=False):
+    """One call of cross_entropy_forward (`reductions`: those drawn from; `grad`: the logits always require grad).
+    See FINDINGS.md:
     `no_grad_ignored`: exactly the region of NO_GRAD_FINDING (logits without requires_grad, at least one target
     == ignore_index); otherwise that region is left out.
     `weight_overflow`: exactly the region of WEIGHT_SUM_FINDING (fp16 class weights whose sum exceeds the largest
@@ -33,7 +35,7 @@ def inputs(draw, vocab=None, rows=(1, 8), softcap=(None,), no_grad_ignored=False
     n_rows = draw(st.integers(*rows))
     V = draw(vocab if vocab is not None else tst.sides(1, 300))
     ignore_index = draw(st.sampled_from([-100, 0]))
-    requires_grad = False if no_grad_ignored else draw(st.booleans())
+    requires_grad = True if grad else False if no_grad_ignored else draw(st.booleans())
     valid = st.integers(0, V - 1)
     if requires_grad or no_grad_ignored:
         targets = draw(st.lists(st.one_of(valid, st.just(ignore_index)), min_size=n_rows, max_size=n_rows))
@@ -57,7 +59,7 @@ def inputs(draw, vocab=None, rows=(1, 8), softcap=(None,), no_grad_ignored=False
         "ignore_index": ignore_index,
         "lse_square_scale": draw(st.sampled_from([0.0, 1e-4])),
         "label_smoothing": 0.1 if weight_overflow else draw(st.sampled_from([0.0, 0.1])),
-        "reduction": draw(st.sampled_from(["mean", "sum", "none"])),
+        "reduction": draw(st.sampled_from(list(reductions))),
         "softcap": draw(st.sampled_from(softcap)),
         "return_z_loss": draw(st.booleans()),
         "return_token_accuracy": draw(st.booleans()),
@@ -191,6 +193,18 @@ tdiff.check(launch=launch, reference=functools.partial(reference, wrapper_sums=F
 # (Triton's interpreter has only a stub: tests/regressions/libdevice_returns_none.py).
 tdiff.check(launch=launch, reference=reference, name="softcap",
             inputs=inputs(softcap=(30.0, 2.5)))(lib.liger_cross_entropy_kernel)
+
+# Soft-capped gradients with reduction "mean" (their division by n_non_ignore), which the draws of `softcap` above
+# (CI profile, derandomized) leave out
+tdiff.check(launch=launch, reference=reference, name="softcap_mean_grad",
+            inputs=inputs(softcap=(30.0, 2.5), reductions=("mean",), grad=True),
+            max_examples=10)(lib.liger_cross_entropy_kernel)
+
+# Soft-capping over a vocabulary of several blocks (Gemma 2: softcap 30 over 256k tokens): the capped logits of the
+# masked tail are set back to -inf before the online softmax
+tdiff.check(launch=launch, reference=reference, name="large_vocab_softcap",
+            inputs=inputs(vocab=st.sampled_from([32769, 40961]), rows=(1, 2), softcap=(30.0,)),
+            max_examples=5)(lib.liger_cross_entropy_kernel)
 
 
 @st.composite

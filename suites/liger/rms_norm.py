@@ -1,4 +1,6 @@
-"""liger_kernel.ops.rms_norm: RMSNorm forward and backward (row kernels), all three casting modes."""
+"""liger_kernel.ops.rms_norm: RMSNorm forward and backward, all three casting modes, with and without a weight
+(elementwise_affine): the row kernels, and the block kernels rms_norm_forward / rms_norm_backward launch for many
+short rows."""
 
 import math
 
@@ -7,6 +9,8 @@ import pytest
 pytest.importorskip("liger_kernel")
 
 import torch  # noqa: E402
+import triton  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from liger_kernel.ops import rms_norm as lib  # noqa: E402
 from liger_kernel.ops.utils import calculate_settings, torch_to_triton_dtype  # noqa: E402
 
@@ -19,8 +23,12 @@ NONE_FP16_FINDING = ("casting_mode='none' sums the squares in float16: a row who
 
 
 def launch_fwd(kernel, X, W, eps, offset, casting_mode):
-    # LigerRMSNormFunction.forward is @ensure_contiguous; rms_norm_forward views X as (-1, dim)
-    X, W = X.contiguous(), W.contiguous()
+    # LigerRMSNormFunction.forward is @ensure_contiguous; rms_norm_forward views X as (-1, dim). W is None for
+    # LigerRMSNorm(elementwise_affine=False): elementwise_affine=False, W.stride(0) passed as 0
+    X = X.contiguous()
+    affine = W is not None
+    if affine:
+        W = W.contiguous()
     shape = X.shape
     X = X.view(-1, shape[-1])
     n_rows, n_cols = X.shape
@@ -30,25 +38,26 @@ def launch_fwd(kernel, X, W, eps, offset, casting_mode):
     RSTD = torch.empty(n_rows, dtype=torch.float32 if mode in (0, 1) else X.dtype, device=X.device)
     # rms_norm_forward takes the row kernel when BLOCK_SIZE > 256 or n_rows < 4096 * 8 (always, here)
     assert BLOCK_SIZE > 256 or n_rows < 4096 * 8
-    kernel[(n_rows,)](Y, Y.stride(0), X, X.stride(0), W, W.stride(0), RSTD, RSTD.stride(0), n_cols, eps, offset,
-                      mode, elementwise_affine=True, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+    kernel[(n_rows,)](Y, Y.stride(0), X, X.stride(0), W, W.stride(0) if affine else 0, RSTD, RSTD.stride(0), n_cols,
+                      eps, offset, mode, elementwise_affine=affine, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
     return Y.view(*shape), RSTD
 
 
 def reference_fwd(X, W, eps, offset, casting_mode):
     dt = X.dtype
     x = X.reshape(-1, X.shape[-1]).double()
-    w = W.double()
+    # without a weight (elementwise_affine=False) y is the normalized row: no weight, no offset
+    w = W.double() + offset if W is not None else 1.0
     if casting_mode == "none":  # everything in X's dtype: eps and the mean square are rounded to it
         ms = (x * x).mean(-1).to(dt).double()
         rstd = torch.rsqrt(ms + torch.tensor(eps, dtype=dt).double())
-        y = (x * rstd[:, None]).to(dt).double() * (w + offset)
+        y = (x * rstd[:, None]).to(dt).double() * w
         return y.to(dt).view(X.shape), rstd.to(dt)
     rstd = torch.rsqrt((x * x).mean(-1) + eps)
     xn = x * rstd[:, None]
     if casting_mode == "llama":  # x * rstd is rounded to X's dtype before the weight multiply
         xn = xn.to(dt).double()
-    y = xn * (w + offset)
+    y = xn * w
     return y.to(dt).view(X.shape), rstd.float()
 
 
@@ -90,11 +99,23 @@ tdiff.check(
     max_examples=5, marks=[pytest.mark.xfail(strict=True, reason=NONE_FP16_FINDING)],
 )(lib._rms_norm_forward_kernel)
 
+# LigerRMSNorm(elementwise_affine=False): no weight (W=None)
+tdiff.check(
+    launch=launch_fwd, reference=reference_fwd, name="forward_no_weight",
+    dims={"H": tst.sides(1, 300)},
+    X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=tst.FLOATS, max_numel=2048),
+    W=None, eps=[1e-6, 1e-5], offset=[0.0, 1.0], casting_mode=["llama", "gemma"], max_examples=10,
+)(lib._rms_norm_forward_kernel)
+
 
 def launch_bwd(kernel, dY, X, W, offset, casting_mode, in_place):
     # LigerRMSNormFunction.backward is @ensure_contiguous (dY); X, W and RSTD are the contiguous tensors
-    # the forward saved. RSTD is computed here (in fp32 for llama/gemma, in X's dtype for "none").
-    dY, X, W = dY.contiguous(), X.contiguous(), W.contiguous()
+    # the forward saved. RSTD is computed here (in fp32 for llama/gemma, in X's dtype for "none"). W is None for
+    # elementwise_affine=False: then no dW either (compute_dw False, _dW None)
+    dY, X = dY.contiguous(), X.contiguous()
+    affine = W is not None
+    if affine:
+        W = W.contiguous()
     mode = CASTING[casting_mode]
     shape = dY.shape
     dY = dY.view(-1, shape[-1])
@@ -103,14 +124,14 @@ def launch_bwd(kernel, dY, X, W, offset, casting_mode, in_place):
     BLOCK_SIZE, num_warps = calculate_settings(n_cols)
     RSTD = _rstd(X, mode)
     sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 1
-    _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device)
+    _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device) if affine else None
     rows_per_program = math.ceil(n_rows / sm_count)
     dX = dY if in_place else torch.zeros_like(dY)
     kernel[(sm_count,)](dY, dY.stride(0), dX, dX.stride(0), X, X.stride(0), torch_to_triton_dtype[X.dtype], W,
-                        W.stride(0), RSTD, RSTD.stride(0), _dW, _dW.stride(0), n_rows, n_cols, offset,
-                        rows_per_program, mode, elementwise_affine=True, BLOCK_SIZE=BLOCK_SIZE, COMPUTE_DW=True,
-                        num_warps=num_warps)
-    return dX.view(*shape), _dW.sum(dim=0).to(W.dtype)
+                        W.stride(0) if affine else 0, RSTD, RSTD.stride(0), _dW, _dW.stride(0) if affine else 0,
+                        n_rows, n_cols, offset, rows_per_program, mode, elementwise_affine=affine,
+                        BLOCK_SIZE=BLOCK_SIZE, COMPUTE_DW=affine, num_warps=num_warps)
+    return dX.view(*shape), _dW.sum(dim=0).to(W.dtype) if affine else None
 
 
 def _rstd(X, mode):
@@ -125,18 +146,18 @@ def reference_bwd(dY, X, W, offset, casting_mode, in_place):
     x = X.reshape(-1, X.shape[-1]).double()
     dy = dY.reshape(-1, X.shape[-1]).double()
     rstd = _rstd(X.reshape(-1, X.shape[-1]), CASTING[casting_mode]).double()[:, None]
-    w = W.double() + offset
+    w = W.double() + offset if W is not None else 1.0  # no weight: y = x * rstd
     m = dy * w
     dx = rstd * m - rstd**3 / x.shape[-1] * (m * x).sum(-1, keepdim=True) * x
     xn = x * rstd
     if casting_mode == "llama":  # dW accumulates dy * (x * rstd) rounded to X's dtype
         xn = xn.to(dt).double()
-    dw = (dy * xn).sum(0)
+    dw = (dy * xn).sum(0).to(W.dtype) if W is not None else None
     dx = dx.to(dY.dtype).view(dY.shape)
     if in_place and dY.is_contiguous():  # the kernel wrote dX into dY itself (tdiff compares dY's storage)
         dY.copy_(dx)
-        return None, dw.to(W.dtype)
-    return dx, dw.to(W.dtype)
+        return None, dw
+    return dx, dw
 
 
 tdiff.check(
@@ -147,3 +168,79 @@ tdiff.check(
     W=tst.tensors(shape=("H",), like="X"),
     offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"], in_place=[True, False],
 )(lib._rms_norm_backward_kernel)
+
+# Many short rows (n_rows >= 4096 * 8, BLOCK_SIZE <= 256, row_mode unset, e.g. Qwen3's q/k norm over head_dim):
+# rms_norm_forward / rms_norm_backward launch the block kernels, BLOCK_ROW = 16 rows per step
+BLOCK_ROW = 16
+MANY_ROWS = {"R": st.sampled_from([4096 * 8, 4096 * 8 + 1, 4096 * 8 + 15]), "H": tst.sides(1, 48)}
+
+
+def launch_block_fwd(kernel, X, W, eps, offset, casting_mode):
+    X = X.contiguous()
+    affine = W is not None
+    if affine:
+        W = W.contiguous()
+    n_rows, n_cols = X.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    assert BLOCK_SIZE <= 256 and n_rows >= 4096 * 8
+    mode = CASTING[casting_mode]
+    Y = torch.empty((n_rows, n_cols), dtype=X.dtype, device=X.device)
+    RSTD = torch.empty(n_rows, dtype=torch.float32 if mode in (0, 1) else X.dtype, device=X.device)
+    kernel[(triton.cdiv(n_rows, BLOCK_ROW),)](Y, Y.stride(0), X, X.stride(0), W, W.stride(0) if affine else 0, RSTD,
+                                              RSTD.stride(0), n_rows, n_cols, eps, offset, mode,
+                                              elementwise_affine=affine, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps,
+                                              BLOCK_ROW=BLOCK_ROW)
+    return Y, RSTD
+
+
+tdiff.check(
+    launch=launch_block_fwd, reference=reference_fwd, name="forward", dims=MANY_ROWS,
+    X=tst.tensors(shape=("R", "H"), dtype=["float32", "bfloat16"], max_numel=2 * 10**6),
+    W=tst.tensors(shape=("H",), like="X"),
+    eps=[1e-6], offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"], max_examples=4,
+)(lib._block_rms_norm_forward_kernel)
+tdiff.check(
+    launch=launch_block_fwd, reference=reference_fwd, name="forward_no_weight", dims=MANY_ROWS,
+    X=tst.tensors(shape=("R", "H"), dtype=["float32", "bfloat16"], max_numel=2 * 10**6),
+    W=None, eps=[1e-6], offset=[0.0], casting_mode=["llama", "gemma", "none"], max_examples=2,
+)(lib._block_rms_norm_forward_kernel)
+
+# elementwise_affine=False (W=None, no dW), one check per casting mode: each takes its own branch
+for _mode in ("llama", "gemma", "none"):
+    tdiff.check(
+        launch=launch_bwd, reference=reference_bwd, name=f"backward_no_weight_{_mode}",
+        dims={"H": tst.sides(1, 300)},
+        X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=tst.FLOATS, max_numel=2048),
+        dY=tst.tensors(like="X"),
+        W=None, offset=[0.0], casting_mode=[_mode], in_place=[True, False], max_examples=10,
+    )(lib._rms_norm_backward_kernel)
+
+
+def launch_block_bwd(kernel, dY, X, W, offset, casting_mode, in_place):
+    # rms_norm_backward's block path: grid (sm_count,), each program strides over the row blocks
+    dY, X = dY.contiguous(), X.contiguous()
+    affine = W is not None
+    if affine:
+        W = W.contiguous()
+    mode = CASTING[casting_mode]
+    n_rows, n_cols = dY.shape
+    BLOCK_SIZE, num_warps = calculate_settings(n_cols)
+    assert BLOCK_SIZE <= 256 and n_rows >= 4096 * 8
+    RSTD = _rstd(X, mode)
+    sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 1
+    _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device) if affine else None
+    dX = dY if in_place else torch.zeros_like(dY)
+    kernel[(sm_count,)](dY, dY.stride(0), dX, dX.stride(0), X, X.stride(0), torch_to_triton_dtype[X.dtype], W,
+                        W.stride(0) if affine else 0, RSTD, RSTD.stride(0), _dW, _dW.stride(0) if affine else 0,
+                        n_rows, n_cols, offset, mode, elementwise_affine=affine, BLOCK_SIZE=BLOCK_SIZE,
+                        COMPUTE_DW=affine, num_warps=num_warps, BLOCK_ROW=BLOCK_ROW)
+    return dX, _dW.sum(dim=0).to(W.dtype) if affine else None
+
+
+tdiff.check(
+    launch=launch_block_bwd, reference=reference_bwd, name="backward", dims=MANY_ROWS,
+    X=tst.tensors(shape=("R", "H"), dtype=["float32", "bfloat16"], max_numel=2 * 10**6),
+    dY=tst.tensors(like="X"),
+    W=tst.tensors(shape=("H",), like="X"),
+    offset=[0.0, 1.0], casting_mode=["llama", "gemma", "none"], in_place=[True, False], max_examples=2,
+)(lib._block_rms_norm_backward_kernel)

@@ -20,20 +20,24 @@ ALL_IGNORED_FINDING = "TVD raises ZeroDivisionError when every label is ignore_i
 
 
 @st.composite
-def inputs(draw, nan=False, all_ignored=False, dtypes=tst.FLOATS, bound=None):
+def inputs(draw, nan=False, all_ignored=False, dtypes=tst.FLOATS, bound=None,
+           reductions=("batchmean", "none", "sum", "mean"), some_ignored=False):
     """`nan`: exactly the region of NAN_FINDING (float32 p and q, NaN among them); otherwise p and q hold no NaN.
     `all_ignored`: exactly the region of ALL_IGNORED_FINDING (labels given, all ignore_index, reduction "batchmean"
-    or "mean"); otherwise that case is left out. See FINDINGS.md."""
+    or "mean"); otherwise that case is left out. See FINDINGS.md.
+    `reductions`: the reductions drawn from; `some_ignored`: labels given, at least one of them ignore_index."""
     BT = draw(st.integers(1, 8))
     V = draw(st.one_of(tst.sides(1, 300), st.sampled_from([16383, 16384, 16385])))  # BLOCK_SIZE <= 16384
     dt = "float32" if nan else draw(st.sampled_from(dtypes))
     vals = tst.values(nan=nan) if bound is None else tst.values(-bound, bound, nan=nan)
-    reduction = draw(st.sampled_from(["batchmean", "mean"] if all_ignored else ["batchmean", "none", "sum", "mean"]))
+    reduction = draw(st.sampled_from(["batchmean", "mean"] if all_ignored else list(reductions)))
     if all_ignored:
         labels = [IGNORE] * BT
     else:
-        labels = draw(st.one_of(st.none(), st.lists(st.one_of(st.integers(0, V - 1), st.just(IGNORE)), min_size=BT,
-                                                    max_size=BT)))
+        label_lists = st.lists(st.one_of(st.integers(0, V - 1), st.just(IGNORE)), min_size=BT, max_size=BT)
+        labels = draw(label_lists if some_ignored else st.one_of(st.none(), label_lists))
+        if some_ignored and IGNORE not in labels:
+            labels[draw(st.integers(0, BT - 1))] = IGNORE
         if labels is not None and reduction in ("batchmean", "mean") and all(t == IGNORE for t in labels):
             labels[0] = 0  # narrowed away from ALL_IGNORED_FINDING
     return {
@@ -85,6 +89,12 @@ def reference(p, q, shift_labels, reduction):
 
 
 tdiff.check(launch=launch, reference=reference, name="forward", inputs=inputs(dtypes=["float32"]))(
+    lib._tv_distance_kernel)
+
+# reduction "none" with ignored rows: the kernel zeroes their per-element losses (the draws of `forward` above, CI
+# profile, derandomized, never combine the two)
+tdiff.check(launch=launch, reference=reference, name="reduction_none_ignored",
+            inputs=inputs(dtypes=["float32"], reductions=("none",), some_ignored=True), max_examples=10)(
     lib._tv_distance_kernel)
 
 # liger computes p - q and the row sums in the inputs' dtype (the loss carries their rounding, though it

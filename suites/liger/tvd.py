@@ -102,10 +102,25 @@ tdiff.check(launch=launch, reference=reference, name="reduction_none_ignored",
 # judged with bf16's reduction tolerance. float16 sums overflow for ordinary rows (FINDINGS.md, liger 11):
 # that region is the xfail check below.
 HALF = tdiff.Tolerance.preset("reduce", "bfloat16")
-HALF_SUM_FINDING = "TVD sums float16 rows in float16: the loss is inf once a row's sum passes 65504"
+HALF_SUM_FINDING = ("TVD sums a row's float16 losses with tl.sum in float16: past 65504 the interpreter's sum is inf, "
+                    "while the H100's compiled kernel keeps it in float32 (FINDINGS.md, liger 11)")
+
+
+@st.composite
+def long_half_rows(draw):
+    """Exactly the region of HALF_SUM_FINDING: float16 rows of 16383 or 16384 losses whose sum passes 65504, with
+    every value far from float16's range edge (|p - q| <= 16): p = 0, q in [8, 16], reduction "batchmean"."""
+    BT = draw(st.integers(1, 2))
+    V = draw(st.sampled_from([16383, 16384]))
+    return {
+        "p": draw(tst.tensors(shape=(BT, V), dtype="float16", values=tst.values(0, 0, specials=False))),
+        "q": draw(tst.tensors(shape=(BT, V), dtype="float16", values=tst.values(8, 16, specials=False))),
+        "shift_labels": None,
+        "reduction": "batchmean",
+    }
 tdiff.check(launch=launch, reference=reference, name="forward_bf16", inputs=inputs(dtypes=["bfloat16"]),
             tolerances={"returned[0]": HALF, "returned[1]": HALF})(lib._tv_distance_kernel)
-tdiff.check(launch=launch, reference=reference, name="forward_fp16_sums", inputs=inputs(dtypes=["float16"], bound=4e4),
+tdiff.check(launch=launch, reference=reference, name="forward_fp16_sums", inputs=long_half_rows(), max_examples=3,
             tolerances={"returned[0]": HALF, "returned[1]": HALF},
             marks=[pytest.mark.xfail(strict=True, reason=HALF_SUM_FINDING)])(lib._tv_distance_kernel)
 

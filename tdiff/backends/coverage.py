@@ -18,17 +18,14 @@ import os
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
+import triton
+
 #: key "file:line:function" -> the lines of its statements (the probed lines)
 _executable: dict[str, frozenset[int]] = {}
 #: where probes record while a case is interpreted (None: nowhere)
 current: dict[str, set[int]] | None = None
 
-try:
-    import triton as _triton
-
-    _TRITON = os.path.dirname(os.path.abspath(_triton.__file__)) + os.sep
-except ImportError:  # pragma: no cover
-    _TRITON = "\0"
+_TRITON = os.path.dirname(os.path.abspath(triton.__file__)) + os.sep
 
 
 def hit(key: str, line: int) -> None:
@@ -51,6 +48,14 @@ def key_of(fn: Callable) -> str:
     return f"{code.co_filename}:{code.co_firstlineno}:{fn.__name__}"
 
 
+def module_attr(module: str, attr: str) -> ast.expr:
+    """The expression `__import__(module, fromlist=["_"]).attr`: how code that tdiff adds to a kernel's
+    rewritten source reaches tdiff, whatever names the kernel's module defines."""
+    imported = ast.Call(func=ast.Name("__import__", ast.Load()), args=[ast.Constant(module)],
+                        keywords=[ast.keyword("fromlist", ast.List([ast.Constant("_")], ast.Load()))])
+    return ast.Attribute(value=imported, attr=attr, ctx=ast.Load())
+
+
 class _Probes(ast.NodeTransformer):
     """`hit(key, line)` before every statement in the function's bodies."""
 
@@ -59,12 +64,8 @@ class _Probes(ast.NodeTransformer):
         self.lines: set[int] = set()
 
     def _probe(self, line: int) -> ast.stmt:
-        func = ast.Attribute(value=ast.Call(
-            func=ast.Name("__import__", ast.Load()),
-            args=[ast.Constant(__name__)], keywords=[ast.keyword("fromlist", ast.List([ast.Constant("_")],
-                                                                                        ast.Load()))]),
-            attr="hit", ctx=ast.Load())
-        call = ast.Call(func=func, args=[ast.Constant(self.key), ast.Constant(line)], keywords=[])
+        call = ast.Call(func=module_attr(__name__, "hit"), args=[ast.Constant(self.key), ast.Constant(line)],
+                        keywords=[])
         return ast.copy_location(ast.Expr(call), ast.Pass(lineno=line, col_offset=0))
 
     def _body(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
@@ -100,13 +101,13 @@ def executable(key: str) -> frozenset[int]:
 
 
 @contextlib.contextmanager
-def recording(into: dict[str, set[int]]) -> Iterator[bool]:
+def recording(into: dict[str, set[int]]) -> Iterator[None]:
     """Record the kernel lines run inside the block into `into` (key -> lines)."""
     global current
     before = current
     current = into
     try:
-        yield True
+        yield
     finally:
         current = before
 
@@ -114,8 +115,8 @@ def recording(into: dict[str, set[int]]) -> Iterator[bool]:
 # ------------------------------------------------------------------ reporting
 
 def ranges(lines: set[int] | frozenset[int], executable_lines: frozenset[int]) -> list[tuple[int, int]]:
-    """Maximal runs of `lines`, where executable lines in between that are also in `lines` join them
-    (blank and comment lines never break a run)."""
+    """`lines` as (first, last) runs: consecutive executable lines all in `lines` form one run (blank
+    and comment lines between them, which are not executable, do not break it)."""
     out: list[tuple[int, int]] = []
     order = sorted(executable_lines)
     start = prev = None
@@ -173,8 +174,6 @@ def describe(key: str, missed: list[tuple[int, int]]) -> str:
 
 
 def _short(filename: str) -> str:
-    import os
-
     try:
         rel = os.path.relpath(filename)
     except ValueError:

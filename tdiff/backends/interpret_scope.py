@@ -85,11 +85,7 @@ class _BoolOps(ast.NodeTransformer):
         op = "and" if isinstance(node.op, ast.And) else "or"
         result = node.values[0]
         for value in node.values[1:]:
-            helper = ast.Attribute(value=ast.Call(
-                func=ast.Name("__import__", ast.Load()),
-                args=[ast.Constant(__name__)], keywords=[ast.keyword("fromlist", ast.List([ast.Constant("_")],
-                                                                                            ast.Load()))]),
-                attr="bool_op", ctx=ast.Load())
+            helper = coverage.module_attr(__name__, "bool_op")
             thunk = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
                                                   defaults=[]), body=value)
             result = ast.Call(func=helper, args=[ast.Constant(op), result, thunk], keywords=[])

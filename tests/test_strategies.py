@@ -124,6 +124,7 @@ def test_sizes_cover_every_block_of_an_autotuned_kernel():
     assert max(seen) > 256 and max(seen) <= 769  # a second program of the larger block
     with pytest.raises(ValueError, match="positive int"):
         tst.sizes(block=(64, 0))
+    assert tst.sizes(block=[64, 256], max_blocks=3) is tst.sizes(block=(64, 256), max_blocks=3)  # a list works too
 
 
 def test_ints_hit_specialization_classes():

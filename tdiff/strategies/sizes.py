@@ -14,7 +14,6 @@ def _within(values: list[int], lo: int, hi: int) -> list[int]:
     return sorted({v for v in values if lo <= v <= hi})
 
 
-@cache
 def sizes(block: int | Sequence[int] | None = None, *, min_value: int = 1, max_value: int | None = None,
           max_blocks: int = 4) -> st.SearchStrategy[int]:
     """Sizes that exercise masked tails: 1, small primes, and k*B-1, k*B, k*B+1 for a block size B
@@ -22,9 +21,14 @@ def sizes(block: int | Sequence[int] | None = None, *, min_value: int = 1, max_v
 
     Without `block`, the neighbours of 16, 32 and 64 are used. Shrinks towards `min_value`.
     """
-    blocks = [block] if isinstance(block, int) else list(block) if block else [16, 32, 64]
+    blocks = (block,) if isinstance(block, int) else tuple(block) if block else (16, 32, 64)
     if not blocks or any(not isinstance(b, int) or b < 1 for b in blocks):
         raise ValueError(f"block must be a positive int or a sequence of them, got {block!r}")
+    return _sizes(blocks, min_value, max_value, max_blocks)
+
+
+@cache
+def _sizes(blocks: tuple[int, ...], min_value: int, max_value: int | None, max_blocks: int) -> st.SearchStrategy[int]:
     top = max_value if max_value is not None else max(blocks) * max_blocks + 1
     if top < min_value:
         raise ValueError(f"max_value {max_value} < min_value {min_value}")

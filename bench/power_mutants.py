@@ -77,6 +77,7 @@ def mutant(original: Any, *, kind: str, bug: str, trigger: str, check_name: str 
             tolerance=orig.tolerance, tolerances=dict(orig.tolerances), max_examples=orig.max_examples,
             timeout=orig.timeout, check_pointers=orig.check_pointers, sample_programs=orig.sample_programs,
             backends=orig.backends, configs=orig.configs, max_compiles=orig.max_compiles,
+            masked_loads=orig.masked_loads,
             **{k: _strategy(v) for k, v in orig.strategies.items()},
         )(kernel)
         from tdiff import kernels

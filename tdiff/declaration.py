@@ -24,6 +24,7 @@ CHECKS_ATTR = "__tdiff_checks__"
 SETTINGS = (
     "launch", "reference", "name", "inputs", "dims", "tolerance", "tolerances", "max_examples",
     "timeout", "check_pointers", "sample_programs", "backends", "configs", "marks", "max_compiles",
+    "masked_loads",
 )
 
 
@@ -54,6 +55,7 @@ class Check:
     configs: tuple[int, ...] | None = None
     marks: tuple[Any, ...] = ()
     max_compiles: int | None = None
+    masked_loads: str = "undefined"
     origin: int = 0  # identity of the declaring module's namespace (tells a re-import from a duplicate)
 
     @property
@@ -204,6 +206,7 @@ def check(
     configs: tuple[int, ...] | list[int] | None = None,
     marks: tuple[Any, ...] | list[Any] = (),
     max_compiles: int | None = None,
+    masked_loads: str = "undefined",
     **strategies: Any,
 ) -> Callable[[K], K]:
     """Declare how to launch a kernel and what its inputs look like; returns the kernel unchanged.
@@ -223,6 +226,10 @@ def check(
     max_compiles: compiles the check may spend on new combinations of specialization classes it has
     compiled before (new classes are always compiled); past it such cases run without the compiled
     backend (None: the run's compile budget, 30 s; 0: no limit).
+    masked_loads: what the interpreter puts in the masked-out lanes of a `tl.load` without `other=`,
+    which Triton leaves undefined: "undefined" (default) fills them with NaN (integers: 0x5A bytes),
+    so a kernel whose results depend on them fails; "zero" fills them with 0, as the NVIDIA backend
+    happens to (the summary then says undefined reads were not checked).
     Every other keyword names an input: a hypothesis strategy, a tdiff strategy, a list of
     choices (e.g. constexpr values) or a constant.
     """
@@ -292,6 +299,8 @@ def check(
         if max_compiles is not None and (isinstance(max_compiles, bool) or not isinstance(max_compiles, int)
                                          or max_compiles < 0):
             raise DeclarationError(f"{where}: max_compiles must be an int >= 0 (0: no limit), got {max_compiles!r}")
+        if masked_loads not in ("undefined", "zero"):
+            raise DeclarationError(f"{where}: masked_loads must be 'undefined' or 'zero', got {masked_loads!r}")
         n_configs = len(kernels.configs(kernel))
         if configs is not None:
             bad = [c for c in configs if not 0 <= c < max(n_configs, 1)]
@@ -314,7 +323,7 @@ def check(
             tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
             timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
             backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
-            marks=tuple(marks), max_compiles=max_compiles, origin=origin,
+            marks=tuple(marks), max_compiles=max_compiles, masked_loads=masked_loads, origin=origin,
         )
         try:
             setattr(kernel, CHECKS_ATTR, [*existing, c])

@@ -87,7 +87,7 @@ class CaseJudge:
     def spec(self, text: str | BackendSpec) -> BackendSpec:
         spec = BackendSpec.parse(text)
         if spec.kind == "interpreter":
-            spec = spec.with_(check_pointers=self.check.check_pointers)
+            spec = spec.with_(check_pointers=self.check.check_pointers, masked=self.check.masked_loads)
             size = self.check.sample_programs if self.check.sample_programs is not None else self.options.sample_size
             if spec.programs is None and not spec.upcast and spec.sample is None and size > 0:
                 spec = spec.with_(sample=(self.options.sample_threshold, size, 0))
@@ -147,6 +147,8 @@ class CaseJudge:
         spec = self.roles[role]
         if what == "again":
             return spec
+        if what == "zero-fill":
+            return spec.with_(masked="zero")
         return spec.with_(order=what)
 
     def verdict(self, case: Case, final: bool = False, opinions: Opinions | None = None) -> tuple[Verdict, Evidence]:
@@ -182,6 +184,11 @@ class CaseJudge:
                 r.lines_executable.setdefault(key, t.executable.get(key, frozenset()))
         for name in used:
             r.shims[name] += 1
+        unpoisoned = [line for o in ev.outcomes.values() if o.trace is not None and not o.trace.poisoned
+                      for line in o.trace.undefined]
+        if unpoisoned and v.label != NOT_JUDGED:
+            r.caveat("masked-loads", f"masked-out lanes of `tl.load` without other= were zero-filled "
+                                     f"(masked_loads='zero'), not checked for undefined reads: {unpoisoned[0]}")
         if not v.failed and v.label != NOT_JUDGED:
             for kind, text in dict(v.notes).items():
                 r.caveat(kind, text)

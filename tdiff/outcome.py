@@ -156,6 +156,10 @@ class Trace:
     # lines of its statements
     lines: dict[str, set[int]] = field(default_factory=dict)
     executable: dict[str, frozenset[int]] = field(default_factory=dict)
+    # "file:line: code" of each masked load without other= -> its masked-out lanes, which Triton leaves
+    # undefined; `poisoned`: the run filled them with a poison value (see tdiff.backends.undefined)
+    undefined: dict[str, int] = field(default_factory=dict)
+    poisoned: bool = False
 
 
 @dataclass

@@ -39,7 +39,7 @@ import triton.language as tl
 from triton.runtime.jit import JITFunction
 
 from . import dtypes, kernels
-from .backends import shims
+from .backends import shims, undefined
 from .case import Case
 from .evidence import Evidence
 from .outcome import GUARD_BYTES, Outcome
@@ -361,7 +361,10 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
         '"""',
     ]
     interpreted = any(x.split(":")[0].rstrip("'") == "interpreter" for x in (*pair, side))
+    poisoned = interpreted and any(o.trace is not None and o.trace.poisoned and o.trace.undefined for o in both)
     body = "\n".join(header) + "\n" + _PRELUDE + _shim_source(used, interpreted)
+    if poisoned:
+        body += _poison_source()
     body += "\n# ------------------------------------------------------------------ kernels\n" + col.text() + "\n\n"
     body += "KERNELS = {" + ", ".join(f"{n!r}: {n}" for n in kernels_by_name) + "}\n\n"
     body += "# ------------------------------------------------------------------ the case\n"
@@ -407,6 +410,51 @@ def _shim_source(used: dict[str, int], interpreted: bool) -> str:
     source = "\n\n".join(c.strip("\n") + "\n" for c in code)
     body = "".join("    " + line if line.strip() else line for line in source.splitlines(True))
     return text + 'if os.environ.get("TRITON_INTERPRET") == "1":\n' + body + "\n"
+
+
+def _poison_source() -> str:
+    """tdiff's interpreter fills the masked-out lanes of a load without other= with a poison value
+    (tdiff.backends.undefined); the reproducer's interpreter side does the same."""
+    code = inspect.getsource(undefined.poison) + _POISON_LOAD
+    return ("\n# ------------------------------------------------------------------ undefined masked lanes\n"
+            "# Triton leaves the masked-out lanes of `tl.load` without `other=` undefined. tdiff's interpreter,\n"
+            "# and the interpreter side here, fill them with a poison value (NaN; integers 0x5A bytes; booleans\n"
+            "# True), so a result that depends on them shows; stock TRITON_INTERPRET=1 and the NVIDIA backend\n"
+            "# fill them with 0.\n"
+            'if os.environ.get("TRITON_INTERPRET") == "1":\n'
+            + "".join("    " + line if line.strip() else line for line in code.splitlines(True)) + "\n")
+
+
+_POISON_LOAD = '''
+
+from triton.language.semantic import TritonSemantic as _Semantic
+
+_masked_load = _interp.InterpreterBuilder.create_masked_load
+_load_legacy = _Semantic._load_legacy
+_other_given = [False]
+
+
+def _legacy(self, ptr, mask, other, *rest, **kw):  # the frontend drops a falsy single-element other=
+    _other_given[0] = other is not None
+    try:
+        return _load_legacy(self, ptr, mask, other, *rest, **kw)
+    finally:
+        _other_given[0] = False
+
+
+def _poisoned_load(self, ptrs, mask, other, *rest):
+    keep = None if mask is None else np.broadcast_to(np.asarray(mask.data, bool), ptrs.data.shape)
+    if other is None and not _other_given[0] and keep is not None and not keep.all():
+        dtype = ptrs.get_element_ty()
+        other = _interp.TensorHandle(poison(dtype, _interp._get_np_dtype(dtype), ptrs.data.shape), dtype)
+        print(f"interpreter: {keep.size - np.count_nonzero(keep)} masked-out lane(s) of a load without other= "
+              "filled with a poison value", file=sys.stderr)
+    return _masked_load(self, ptrs, mask, other, *rest)
+
+
+_interp.InterpreterBuilder.create_masked_load = _poisoned_load
+_Semantic._load_legacy = _legacy
+'''
 
 
 def verify(folder: Path, verdict: Verdict, timeout: float) -> None:

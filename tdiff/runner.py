@@ -181,9 +181,9 @@ class Runner:
             result.status = "error"
             result.notes.append(str(exc))
             return "error"
-        verdict, ev = judge.verdict(case)
-        judge.account(verdict, ev)
         known = meta.get("expect") == "divergence"  # a known bug, e.g. in Triton: kept as a watch
+        verdict, ev = judge.verdict(case, final=known)  # a known divergence's note names its cause
+        judge.account(verdict, ev)
         if verdict.label == NOT_JUDGED:
             result.replayed.append((entry.id, "not judged"))
             result.notes.append(f"corpus entry {entry.path} could not be judged here: {'; '.join(verdict.reasons)}")

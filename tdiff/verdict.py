@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import integrity
 from .classify import DISCARD, FAIL, describe_discard, kind_of
 from .compare import Comparison, Rules, coarse_scale, value_mismatch
 from .evidence import Evidence, Pair
@@ -44,6 +45,7 @@ KERNEL_BUG = "kernel bug"
 UNDECIDED = "undecided"
 NONDETERMINISTIC = "nondeterministic"
 RACE = "race between programs"
+UNDEFINED_LANES = "reads undefined masked lanes"
 OUT_OF_BOUNDS = "out of bounds"
 OUTSIDE_VIEW = "writes outside its view"
 UNDEFINED = "undefined behaviour"
@@ -127,7 +129,31 @@ def _errors(ev: Evidence) -> Verdict | None:
     return Verdict(label, reasons, pair=pair, kind="error", targets=tuple(sides))
 
 
-def _integrity(ev: Evidence) -> Verdict | None:
+def _undefined_loads(ev: Evidence, side: str) -> dict[str, int]:
+    """The masked loads without other= whose masked-out lanes `side`'s run poisoned (see
+    tdiff.backends.undefined): "file:line: code" -> lanes."""
+    o = ev.outcomes.get(side)
+    if kind_of(side) != "interpreter" or o is None or o.trace is None or not o.trace.poisoned:
+        return {}
+    return o.trace.undefined
+
+
+def _lanes_verdict(ev: Evidence, side: str, what: str, kind: str, targets: tuple[str, ...],
+                   pair: tuple[str, str], detail: list[str]) -> Verdict:
+    loads = sorted(_undefined_loads(ev, side).items(), key=lambda kv: -kv[1])
+    where = "; ".join(f"{line} ({n} lane(s))" for line, n in loads[:3]) + ("; ..." if len(loads) > 3 else "")
+    return Verdict(UNDEFINED_LANES, [
+        f"{what} only while the masked-out lanes of `tl.load` without `other=` hold a poison value (with them "
+        "zero-filled it does not): the kernel's result depends on lanes Triton leaves undefined (the NVIDIA "
+        "backend happens to fill them with 0, other backends do not); pass other= to these loads, or keep "
+        "their lanes out of the result", f"loads: {where}", *detail], pair=pair, kind=kind, targets=targets)
+
+
+#: integrity findings a poisoned (undefined) value can cause: through an address or a cast
+_POISONABLE = (OOB, GUARD, GAP, UB, RACE_FINDING)
+
+
+def _integrity(ev: Evidence, final: bool = False) -> Verdict | None:
     for kind, label in INTEGRITY:
         found = [(side, f) for side, r in ev.reports.items() for f in r.findings if f.kind == kind]
         if found:
@@ -136,8 +162,16 @@ def _integrity(ev: Evidence) -> Verdict | None:
             others = sorted({s for s, _ in found if s != side})
             other = next((r for r in ev.outcomes if r != side), side)
             reasons = [f.message for f in mine] + ([f"(also seen in {', '.join(others)})"] if others else [])
-            return Verdict(label, reasons, pair=(side, other), kind=kind,
-                           targets=tuple(sorted({f.target for f in mine if f.target})))
+            targets = tuple(sorted({f.target for f in mine if f.target}))
+            if final and kind in _POISONABLE and _undefined_loads(ev, side):
+                key = f"zero-fill:{side}"
+                if key not in ev.extra:
+                    return Verdict(UNDECIDED, needs=(key,))
+                rerun = ev.extra[key]
+                again = integrity.check(rerun, ev.case, ev.kernel, runs_kernel=True)
+                if rerun.error is None and not any(f.kind == kind for f in again.findings):
+                    return _lanes_verdict(ev, side, f"{side}: {label},", kind, targets, (side, other), reasons)
+            return Verdict(label, reasons, pair=(side, other), kind=kind, targets=targets)
     return None
 
 
@@ -221,6 +255,8 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
             continue
         if kind == "interpreter" and ev.outcomes[side].trace is not None:
             keys = [f"reversed:{side}", f"shuffled:{side}"]
+            if _undefined_loads(ev, side):
+                keys.insert(0, f"zero-fill:{side}")
         elif kind != "interpreter":
             keys = [f"again:{side}"]
         else:
@@ -234,6 +270,10 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
                 continue
             c = ev.compare(ev.outcomes[side], rerun)
             if not c.ok:
+                if key.startswith("zero-fill"):
+                    return _lanes_verdict(ev, side, f"{side}'s result differs from {p.b if side == p.a else p.a},",
+                                          "values", _targets(p.comparison) if p.comparison else _targets(c),
+                                          (p.a, p.b), [p.comparison.summary()] if p.comparison else [])
                 if key.startswith("again"):
                     return Verdict(NONDETERMINISTIC, [f"a second run of {side} differs from the first: {c.summary()}"],
                                    pair=(side, side), kind="values", targets=_targets(c))
@@ -318,10 +358,12 @@ def decide(ev: Evidence, final: bool = False) -> Verdict:
     notes = _notes(ev)
     if ev.pairs and all(p.classification.action == DISCARD for p in ev.pairs):
         return Verdict(NOT_JUDGED, [describe_discard(ev.pairs[0].classification)], notes)
-    for step in (_errors, _integrity, _structure):
+    for step in (_errors, lambda e: _integrity(e, final), _structure):
         v = step(ev)
         if v is not None:
             v.notes = notes
+            if v.needs:
+                v.extra = dict(ev.extra)
             return v
     v = _values(ev, final)
     if v is None:

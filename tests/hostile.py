@@ -465,3 +465,41 @@ def kl_log_target(t_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     t = tl.load(t_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)  # in float32 also in the float64 run
     y = tl.load(y_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
     tl.store(out_ptr, tl.sum(tl.exp(t) * (t - y), axis=0))
+
+
+# -- masked loads without other=: the masked-out lanes are undefined (tdiff.backends.undefined)
+
+@tdiff.check(launch=_reduce_launch, reference=lambda x: x.sum(-1), x=ROWS)
+@triton.jit
+def row_sum_no_other(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n)  # the bug: no other=0.0, the sum reads undefined lanes
+    tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+@tdiff.check(launch=_reduce_launch, reference=lambda x: x.sum(-1), x=ROWS)
+@triton.jit
+def row_sum_where(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n)  # no other=, but the lanes are kept out: correct
+    tl.store(out_ptr + row, tl.sum(tl.where(cols < n, x, 0.0), axis=0))
+
+
+def _gather_launch(kernel, table, idx):
+    out = torch.empty(idx.shape[0], dtype=table.dtype, device=table.device)
+    kernel[(triton.cdiv(idx.shape[0], 16),)](table, idx, out, idx.shape[0], BLOCK=16)
+    return out
+
+
+@tdiff.check(launch=_gather_launch, reference=lambda table, idx: table[idx.long()],
+             table=tst.tensors(shape=(5,), dtype="float32", layouts=["contiguous"]),
+             idx=tst.tensors(shape=(tst.sizes(16, max_value=40),), dtype="int32", layouts=["contiguous"],
+                             values=tst.values(0, 4)))
+@triton.jit
+def gather_unmasked_index(table_ptr, idx_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    i = tl.load(idx_ptr + offs, mask=offs < n)  # no other=: masked-out lanes hold an undefined index
+    v = tl.load(table_ptr + i)  # the bug: unmasked, it reads the table at those undefined indices
+    tl.store(out_ptr + offs, v, mask=offs < n)

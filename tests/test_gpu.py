@@ -256,3 +256,22 @@ def test_a_cached_second_run_compiles_nothing(tmp_path, monkeypatch):
         counts.append((r.compiles, r.cache_loads))
     print(f"\n(compiles, loaded from Triton's cache): first run {counts[0]}, second run {counts[1]}")
     assert counts[0][0] > 0 and counts[1][0] == 0 and counts[1][1] == counts[0][0]
+
+
+@pytest.mark.parametrize("kernel,verdict_kind", [(H.row_sum_no_other, "values"), (H.gather_unmasked_index, "oob")],
+                         ids=["sum", "index"])
+def test_undefined_masked_lanes_are_named_on_the_gpu(kernel, verdict_kind):
+    # the compiled kernel zero-fills the lanes (NVIDIA) and agrees with the reference; the interpreter's
+    # poisoned lanes show the dependency, and the zero-filled rerun names it
+    r = _run(kernel)
+    assert r.opinions == ("compiled", "interpreter", "reference")
+    d = r.failures[0]
+    print(f"\n{r.check_id}: {d.verdict}")
+    assert d.verdict.label == "reads undefined masked lanes" and d.verdict.kind == verdict_kind, r.report()
+    compiled = d.evidence.pair("compiled", "reference")
+    assert compiled is not None and not compiled.disagrees, r.report()
+
+
+def test_masked_lanes_kept_out_of_the_result_pass_on_the_gpu():
+    r = _run(H.row_sum_where)
+    assert r.status == "passed", r.report()

@@ -2,6 +2,7 @@
 races are seen in one run, nothing unobserved passes, errors never become passes, and correct
 kernels at the edge of the range pass. CPU only (GPU counterparts are in test_gpu.py)."""
 
+import dataclasses
 import subprocess
 import sys
 
@@ -199,6 +200,46 @@ def test_an_out_of_bounds_reproducer_exits_1_then_0_once_fixed(tmp_path):
     ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
                          cwd=d.repro_path.parent)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_a_sum_over_undefined_masked_lanes_fails_and_its_reproducer_shows_it(tmp_path):
+    # `tl.load(..., mask=m)` without other= leaves the masked-out lanes undefined (triton#9917): the
+    # interpreter fills them with NaN, the verdict reruns it with zeros and names the load
+    r = run(H.row_sum_no_other, repro_dir=tmp_path)
+    (d,) = r.failures
+    assert d.verdict.label == V.UNDEFINED_LANES and d.verdict.kind == "values", r.report()
+    assert "hostile.py" in d.report and "mask=cols < n)" in d.report and "lane(s)" in d.report
+    assert d.repro_path is not None, d.repro_note
+    text = d.repro_path.read_text()
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 1 and '"kind": "values"' in ran.stdout, ran.stdout + ran.stderr
+    d.repro_path.write_text(text.replace("mask=cols < n)", "mask=cols < n, other=0.0)"))
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_an_index_from_undefined_masked_lanes_is_named_as_the_cause():
+    r = run(H.gather_unmasked_index)
+    (d,) = r.failures
+    assert d.verdict.label == V.UNDEFINED_LANES and d.verdict.kind == "oob", r.report()
+    assert "i = tl.load(idx_ptr + offs, mask=offs < n)" in d.report
+
+
+def test_masked_lanes_kept_out_of_the_result_pass():
+    r = run(H.row_sum_where)
+    assert r.status == "passed", r.report()
+
+
+def test_zero_filled_masked_lanes_are_a_named_caveat():
+    (check,) = tdiff.checks_of(H.row_sum_no_other)
+    zero = dataclasses.replace(check, masked_loads="zero")
+    r = tdiff.Runner(OPTS).run_check(zero)
+    assert r.status == "passed", r.report()
+    assert any("masked_loads='zero'" in line and "hostile.py" in line for line in r.caveat_lines()), r.caveat_lines()
+    with pytest.raises(tdiff.DeclarationError, match="masked_loads"):
+        tdiff.check(launch=lambda k, x: None, masked_loads="nan", x=1)(H.row_sum_where)
 
 
 # ---------------------------------------------------------------- errors never become passes

@@ -49,6 +49,7 @@ class BackendSpec:
     programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
     check_pointers: bool = True
     sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
+    masked: str = "undefined"  # masked-out lanes of a load without other=: "undefined" (poisoned) or "zero"
 
     @classmethod
     def parse(cls, text: str | BackendSpec) -> BackendSpec:
@@ -74,6 +75,8 @@ class BackendSpec:
             parts.append(self.order)
         if self.upcast:
             parts.append("fp64")
+        if self.masked != "undefined" and self.kind == "interpreter":
+            parts.append("zero-fill")
         if self.device:
             parts.append(self.device)
         return ":".join(parts)
@@ -96,6 +99,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["order"] = opt
         elif opt == "fp64":
             out["upcast"] = True
+        elif opt == "zero-fill":
+            out["masked"] = "zero"
         elif opt == "cpu" or opt.startswith("cuda"):
             out["device"] = opt
         else:

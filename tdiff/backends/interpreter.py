@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 import triton.language as tl
+from triton.language.semantic import TritonSemantic
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
@@ -39,7 +40,7 @@ from ..plan import (
     launch_record,
     route_launches,
 )
-from . import coverage, dataflow, interpret_scope, shims
+from . import coverage, dataflow, interpret_scope, shims, undefined
 from .base import BackendSpec, Target, error_info, user_line_now
 from .interpret_scope import interpreting, rewritten
 from .memory import Memory, Region, violation
@@ -65,6 +66,7 @@ class InterpreterOptions:
     programs: Callable[[Program], Sequence[Program]] | None = None  # sampling: grid -> programs to run
     check_pointers: bool = True
     record_stores: bool = True
+    poison: bool = True  # fill masked-out lanes of a load without other= with a poison value (`undefined`)
 
 
 def all_programs(grid: Program) -> list[Program]:
@@ -116,6 +118,7 @@ class Session:
     # value it computed came to its dtype's limit (dataflow.near_limit)
     loaded: float = 0.0  # the running program's largest finite loaded magnitude
     above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
+    other_given: bool = False  # the load being built was given other= (see _other_given)
 
     def __post_init__(self) -> None:
         # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
@@ -271,6 +274,8 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     # 3. memory: bounds, writers, races, stored magnitudes
     for name, hook in _memory_hooks(current, session).items():
         put(builder, name, hook)
+    # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
+    put(TritonSemantic, "_load_legacy", _other_given(TritonSemantic._load_legacy, session))
 
     # libdevice: stubs under the interpreter; computed on the values instead (shim)
     if shims.ENABLED[shims.LIBDEVICE]:
@@ -281,6 +286,21 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
         for attr, tag in (("reduce", "reduce"), ("associative_scan", "scan")):
             put(mod, attr, _reduce_hook(getattr(mod, attr), tag, session))
     return changes
+
+
+def _other_given(legacy: Callable, session: Session) -> Callable:
+    """Note, for the builder's masked load, whether the kernel passed `other=`: Triton's frontend
+    passes `other.handle if other else None`, and under the interpreter a single-element `other`
+    equal to 0 is falsy, so the builder cannot tell `other=0.0` from no `other`."""
+
+    def _load_legacy(self, ptr, mask, other, *rest, **kw):
+        session.other_given = other is not None
+        try:
+            return legacy(self, ptr, mask, other, *rest, **kw)
+        finally:
+            session.other_given = False
+
+    return _load_legacy
 
 
 def _install_libdevice(put: Callable, session: Session) -> None:
@@ -398,12 +418,14 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
     TensorHandle = _interp.TensorHandle
     check = session.options.check_pointers
     record = session.options.record_stores
+    poison = session.options.poison
     memory, trace = session.memory, session.trace
+    trace.poisoned = poison
     load, store = current("create_masked_load"), current("create_masked_store")
     rmw, cas = current("create_atomic_rmw"), current("create_atomic_cas")
 
     def create_masked_load(ptrs, mask, other, *rest, **kw):
-        m = _mask_data(mask)
+        m = given = _mask_data(mask)
         if check:
             fixed = session.check("load", ptrs.data, m, _itemsize(ptrs))
             if fixed is not None:
@@ -411,15 +433,26 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
                 mask = TensorHandle(fixed, tl.int1)
         if len(rest) >= 3 and rest[2]:  # is_volatile: a flag another program sets
             _sync(trace, "volatile load")
-        out = load(ptrs, mask, other, *rest, **kw)
         addrs = ptrs.data.astype(np.uint64, copy=False)
         active = _full_mask(m, addrs.shape)
+        kept = _full_mask(given, addrs.shape) if other is None and not session.other_given and given is not None \
+            else None
+        masked_out = 0 if kept is None else int(addrs.size - np.count_nonzero(kept))
+        if other is None and masked_out:  # the kernel's mask leaves these lanes undefined
+            where = user_line_now()
+            trace.undefined[where] = trace.undefined.get(where, 0) + masked_out
+            if poison:
+                dtype = ptrs.get_element_ty()
+                other = TensorHandle(undefined.poison(dtype, _interp._get_np_dtype(dtype), addrs.shape), dtype)
+        out = load(ptrs, mask, other, *rest, **kw)
         if record:
             stored, ovf = memory.load(session.pid, addrs, active, addrs.shape)
         else:
             stored, ovf = None, None
         if dataflow.is_float(out):
             own = dataflow.own_mag(out)
+            if active is not None and not active.all():  # masked-out lanes feed no error scale
+                own = np.where(_shaped(active, own.shape), own, 0.0)
             mag = own if stored is None else np.maximum(own, _shaped(stored, own.shape))
             dataflow.set_shadows(out, mag, _shaped(ovf, own.shape))
             vals = dataflow.values(out)
@@ -658,7 +691,8 @@ class InterpreterBackend:
         self.spec = spec or BackendSpec("interpreter")
         self.name = self.spec.label
         self.options = options or InterpreterOptions(order=self.spec.order,
-                                                     check_pointers=self.spec.check_pointers)
+                                                     check_pointers=self.spec.check_pointers,
+                                                     poison=self.spec.masked == "undefined")
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen

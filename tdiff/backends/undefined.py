@@ -1,0 +1,44 @@
+"""Masked-out lanes of a `tl.load` without `other=`: Triton leaves their value undefined.
+
+The NVIDIA backend happens to fill them with 0, and so does stock TRITON_INTERPRET=1, so a kernel
+whose result depends on them (a `tl.sum` or `tl.max` over a masked row, a `tl.dot` over a masked
+tail) agrees with itself everywhere it is usually tested, and breaks on backends that leave
+registers as they were (triton#9917 and the docs fix, triton#10119; FlagGems#3716). tdiff's
+interpreter fills those lanes with a poison value instead (NaN for floats, a 0x5A byte pattern for
+integers, True for booleans): any value is allowed there, so a correct kernel's results do not
+change, and a kernel that reads them diverges. A verdict rerun with zero-filled lanes then names the
+cause (`tdiff.verdict`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import triton.language as tl
+
+INT_BYTE = 0x5A
+
+
+def poison(dtype: "tl.dtype", np_dtype: "np.dtype", shape: "tuple[int, ...]") -> "np.ndarray":  # noqa: UP037
+    """An array of `shape` holding the poison value of `dtype`, stored as the interpreter stores it
+    (self-contained: reproducers embed its source)."""
+    import numpy as np
+    import triton.language as tl
+
+    if dtype == tl.bfloat16:  # stored as uint16: a quiet NaN's bits
+        return np.full(shape, 0x7FC0, dtype=np_dtype)
+    if dtype.is_fp8():  # stored as uint8; fp8e4b8 and fp8e5b16 have one NaN, 0x80
+        return np.full(shape, 0x80 if dtype.name in ("fp8e4b8", "fp8e5b16") else 0x7F, dtype=np_dtype)
+    if np_dtype.kind == "f":
+        return np.full(shape, np.nan, dtype=np_dtype)
+    if np_dtype == np.bool_:
+        return np.ones(shape, dtype=bool)
+    return np.full(shape, np.frombuffer(b"\x5a" * np_dtype.itemsize, dtype=np_dtype)[0], dtype=np_dtype)
+
+
+def describe(dtype: tl.dtype) -> str:
+    """What the poison value of `dtype` is, for messages."""
+    if dtype.is_floating():
+        return "NaN"
+    if dtype == tl.int1:
+        return "True"
+    return f"0x{INT_BYTE:02X} bytes"

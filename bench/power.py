@@ -69,9 +69,12 @@ class Run:
     triggering_passed: list[int] = field(default_factory=list)  # ... and passed
 
 
+TARGETING = [True]  # --targeting: hypothesis's target phase (tdiff.search.guide) on or off
+
+
 def options(seed: int, examples: int | None, isolation: str) -> tdiff.RunOptions:
     return tdiff.RunOptions(profile="ci", seed=seed, max_examples=examples, corpus_dir=None, repro_dir=None,
-                            shrink_budget=0, isolation=isolation)
+                            shrink_budget=0, isolation=isolation, targeting=TARGETING[0])
 
 
 class RecordingRunner(tdiff.Runner):
@@ -230,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-mutants", action="store_true")
     ap.add_argument("--no-originals", action="store_true")
     ap.add_argument("--isolation", default="none", choices=("none", "process"))
+    ap.add_argument("--targeting", default="on", choices=("on", "off"),
+                    help="hypothesis's target phase climbing each case's closeness and kernel lines (default on)")
     ap.add_argument("--json", default=None, help="also write the raw runs as JSON here")
     ap.add_argument("--hypothesis-local-constants", action="store_true",
                     help="let hypothesis draw constants from the repository's source, as in a plain tdiff run "
@@ -238,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     seeds = 3 if args.quick else args.seeds
     fa_seeds = 1 if args.quick else args.fa_seeds
+    TARGETING[0] = args.targeting == "on"
 
     from bench import power_mutants
 
@@ -316,7 +322,8 @@ def render(mutant_rows: list[dict], orig_rows: list[dict], args: Any, seeds: int
     lines = ["# tdiff power benchmark", ""]
     ex = args.examples or 20
     lines.append(f"Profile `ci` ({ex} examples per run), hypothesis seeds 0..{seeds - 1}, isolation "
-                 f"`{args.isolation}`, no corpus, no tdiff shrinking; triton {triton.__version__}, "
+                 f"`{args.isolation}`, targeting {args.targeting}, no corpus, no tdiff shrinking; triton "
+                 f"{triton.__version__}, "
                  f"{'GPU' if _gpu() else 'no GPU (interpreter vs reference)'}, {os.cpu_count()} CPU(s), "
                  f"Python {platform.python_version()}.")
     lines.append("")

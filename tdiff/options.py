@@ -32,6 +32,8 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("max-compiles", int, "max_compiles", "the same budget as a number of compiles (default 0: no limit)"),
     ("coverage", str, "coverage", "report (default: name the kernel lines no case ran) or require (such a check "
                                   "fails)"),
+    ("targeting", str, "targeting", "on (default: hypothesis climbs each case's largest difference over tolerance "
+                                    "and the kernel lines it ran) or off"),
 ]
 
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
@@ -60,6 +62,10 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             for p in parts:
                 BackendSpec.parse(p)  # a ValueError names the bad one
             value = parts
+        elif field == "targeting":
+            if value not in ("on", "off"):
+                raise ValueError(f"--tdiff-targeting must be on or off, not {value!r}")
+            value = value == "on"
         elif field in DEFAULT_DIRS:
             value = None if value.lower() == "none" else root / value
         changes[field] = value

@@ -41,6 +41,22 @@ class Found:
     evidence: Evidence
 
 
+#: the labels of what each case reports to `hypothesis.target` (search and shrinking climb them)
+CLOSENESS = "tdiff: largest difference / tolerance"
+LINES_RUN = "tdiff: kernel lines run"
+
+
+def guide(ev: Evidence) -> None:
+    """Tell hypothesis how near this case came to a divergence (the largest difference over
+    tolerance among compared float elements) and how much kernel code it ran, so that its
+    targeted phase, and HypoFuzz, move toward cases that diverge and code no case reached."""
+    near = max((p.comparison.closeness for p in ev.pairs if p.comparison is not None), default=0.0)
+    hypothesis.target(min(near, 1e6), label=CLOSENESS)
+    lines = max((sum(len(v) for v in o.trace.lines.values()) for o in ev.outcomes.values() if o.trace is not None),
+                default=0)
+    hypothesis.target(float(lines), label=LINES_RUN)
+
+
 def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any]) -> Found | None:
     """Run the check's hypothesis search; the first failing case (as hypothesis shrank it), or None."""
     check, result, options = judge.check, judge.result, judge.options
@@ -74,6 +90,7 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
             result.caveat("budget", "past the compile budget: compared without the compiled backend")
         result.cases += 1
         judge.account(verdict, ev)
+        guide(ev)
         if verdict.label == NOT_JUDGED:
             result.discarded[verdict.reasons[0] if verdict.reasons else "not judged"] += 1
             if result.judged == 0 and sum(result.discarded.values()) >= GIVE_UP_AFTER:

@@ -44,6 +44,7 @@ class RunOptions:
     max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)
     coverage: str = "report"  # kernel lines no case ran: "report" them, or "require" every line to run (else fail)
     database: Any = None  # a hypothesis ExampleDatabase; None: the profile decides
+    targeting: bool = True  # hypothesis's target phase climbs each case's closeness and kernel lines run
     gpu: int | None = None
 
     def with_(self, **changes: Any) -> RunOptions:
@@ -68,7 +69,7 @@ def hypothesis_settings(opts: RunOptions, max_examples: int | None = None) -> hs
         deadline=None,  # a first compile takes up to half a second; never a reason to fail
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
                                HealthCheck.large_base_example],
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, *([Phase.target] if opts.targeting else []), Phase.shrink],
         report_multiple_bugs=False,
         verbosity=Verbosity.quiet,
         print_blob=False,

@@ -186,3 +186,32 @@ def test_reductions_to_few_outputs_allow_for_summation_order():
         wrong = Outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd + 1], np.float32)))
         assert not compare(wrong, b, case).ok
     assert worst > 1e-4  # the effect is real at this size
+
+
+def test_closeness_says_how_near_the_tolerance_two_results_come():
+    from tdiff.compare import closeness
+
+    tol = Tolerance(rtol=1e-3)
+    a = f64([1.0, 2.0, np.nan, np.inf])
+    assert closeness(a, a, tol) == 0.0
+    assert closeness(a, f64([1.0005, 2.0, np.nan, np.inf]), tol) == pytest.approx(0.5, rel=1e-3)
+    assert closeness(a, f64([1.0, 2.004, np.nan, np.inf]), tol) == pytest.approx(2.0, rel=1e-3)
+
+
+def test_each_case_reports_its_closeness_and_lines_run_to_hypothesis(monkeypatch):
+    import hypothesis
+
+    import tdiff
+    from tdiff import search
+
+    seen = []
+    monkeypatch.setattr(hypothesis, "target", lambda value, label: seen.append((label, value)))
+    (check,) = tdiff.checks_of(K.double_kernel)
+    opts = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none")
+    r = tdiff.Runner(opts).run_check(check)
+    assert r.status == "passed", r.report()
+    labels = {label for label, _ in seen}
+    assert labels == {search.CLOSENESS, search.LINES_RUN}
+    assert len(seen) == 2 * r.cases
+    assert all(v > 0 for label, v in seen if label == search.LINES_RUN)
+    assert all(0 <= v < 1 for label, v in seen if label == search.CLOSENESS)

@@ -32,6 +32,9 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("max-compiles", int, "max_compiles", "the same budget as a number of compiles (default 0: no limit)"),
     ("coverage", str, "coverage", "report (default: name the kernel lines no case ran) or require (such a check "
                                   "fails)"),
+    ("precompile", int, "precompile", "compile workers per check that compile a search's specializations ahead "
+                                      "of use, with a GPU (default: the machine's cores shared among xdist "
+                                      "workers, at most 8; 0: off)"),
     ("targeting", str, "targeting", "on (default: hypothesis climbs each case's largest difference over tolerance "
                                     "and the kernel lines it ran) or off"),
 ]
@@ -75,6 +78,8 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
         raise ValueError("--tdiff-isolation must be process or none")
     if changes.get("coverage") not in (None, "report", "require"):
         raise ValueError(f"--tdiff-coverage must be report or require, not {changes['coverage']!r}")
+    if (changes.get("precompile") or 0) < 0:
+        raise ValueError("--tdiff-precompile must be 0 (off) or more workers")
     if changes.get("max_compiles", 0) < 0:
         raise ValueError("--tdiff-max-compiles must be 0 (no limit) or more")
     if changes.get("compile_budget", 0) < 0:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import corpus as corpus_mod
-from . import kernels, repro
+from . import kernels, precompile, repro
 from .backends.base import gpu_available
 from .backends.specialize import SPEC as SPECIALIZE
 from .budget import CompileBudget
@@ -68,7 +68,14 @@ class Runner:
             if self.options.replay and self.options.corpus_dir is not None:
                 for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):
                     self.replay_entry(check, entry, result, judge)
-            found = search(judge, budget, lambda case: self.predict_keys(check, case))
+            workers = self.precompile_workers(judge)
+            ahead = None
+            if workers:
+                def ahead(cases: list[Case]) -> None:
+                    chosen = precompile.plan(cases, lambda c: self.predict_keys(check, c))
+                    result.ahead = precompile.compile_ahead(self.executor, check.ref(), chosen, workers,
+                                                            check.timeout or self.options.timeout)
+            found = search(judge, budget, lambda case: self.predict_keys(check, case), ahead)
             result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
@@ -104,6 +111,13 @@ class Runner:
         if check.max_compiles is not None:  # the check's own count replaces the run's budget
             return CompileBudget(None, check.max_compiles)
         return CompileBudget(self.options.compile_budget, self.options.max_compiles)
+
+    def precompile_workers(self, judge: CaseJudge) -> int:
+        """Compile workers for compiling ahead: with the compiled backend, in worker processes only."""
+        if not isinstance(self.executor, Pool) or all(k in ("interpreter", "reference") for k in judge.opinions.kinds):
+            return 0
+        n = self.options.precompile
+        return precompile.auto_workers() if n is None else n
 
     def predict_keys(self, check: Check, case: Case) -> tuple | None:
         """The launch keys a case would compile, from a dry launch in a CPU worker (None: unknown)."""

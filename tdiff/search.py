@@ -57,8 +57,13 @@ def guide(ev: Evidence) -> None:
     hypothesis.target(float(lines), label=LINES_RUN)
 
 
-def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any]) -> Found | None:
-    """Run the check's hypothesis search; the first failing case (as hypothesis shrank it), or None."""
+def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any],
+           ahead: Callable[[list[Case]], None] | None = None) -> Found | None:
+    """Run the check's hypothesis search; the first failing case (as hypothesis shrank it), or None.
+
+    `ahead`, if given, first sees the cases the search is about to draw: the search runs once with
+    a test that only collects them (hypothesis draws the same cases again: the same test function,
+    settings and seed), so their specializations can be compiled before they are needed."""
     check, result, options = judge.check, judge.result, judge.options
     last: dict[str, Found] = {}
     pending: dict[str, Any] = {}
@@ -67,12 +72,17 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
     def admit(skeleton: Case) -> bool:
         # past the budget, cases needing new specializations run without the compiled backend;
         # decided before the values are drawn, once per layout (shrinking included)
+        if "preview" in pending:
+            return True
         layout = layout_of(skeleton)
         ok, keys = budget.decide(layout, lambda: predict(skeleton))
         pending["drawn"] = (layout, ok, keys)
         return ok or compile_free is not None
 
     def test(case: Case) -> None:
+        if "preview" in pending:
+            pending["preview"].append(case)
+            return
         drawn = pending.pop("drawn", None)
         compiled = True
         keys = None
@@ -108,6 +118,13 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
     inner._hypothesis_internal_add_digest = check.id.encode()
     if options.seed is not None:
         wrapped = hypothesis.seed(options.seed)(wrapped)
+    if ahead is not None:
+        pending["preview"] = []
+        try:
+            wrapped()
+        except Exception as exc:  # drawing failed: the search proper will say why
+            result.notes.append(f"compiling ahead: drawing the cases failed ({type(exc).__name__}: {exc})")
+        ahead(pending.pop("preview"))
     try:
         wrapped()
     except _Diverged:

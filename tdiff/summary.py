@@ -26,6 +26,7 @@ def record(result: Any) -> dict:
         "compiles": result.compiles,
         "compile_seconds": round(result.compile_seconds, 3),
         "cache_loads": result.cache_loads,
+        "ahead": result.ahead,
         "budget_skipped": result.budget_skipped,
         "budget_beyond": result.budget_beyond,
         "hang_timeout": result.hang_timeout,
@@ -57,6 +58,10 @@ def check_lines(s: dict) -> list[str]:
     comp = f", {s['compiles']} compiles ({s['compile_seconds']:.1f}s)" if s["compiles"] else ""
     if s.get("cache_loads"):
         comp += f", {s['cache_loads']} loaded from Triton's cache"
+    ahead = s.get("ahead") or {}
+    if ahead.get("compiles"):
+        comp += (f", {ahead['compiles']} compiled ahead in {ahead['wall']:.1f}s on {ahead['workers']} "
+                 f"worker(s) ({ahead['compile_seconds']:.1f}s of compiles)")
     judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
     lines = [f"{s['status'].upper():7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}; "
              f"{vtext}; {s['wall']:.1f}s ({times}{comp})"]
@@ -81,12 +86,16 @@ def check_lines(s: dict) -> list[str]:
         lines.append(f"          after a hang, runs of this check waited at most {s['hang_timeout']:.1f}s")
     for n in s["notes"]:
         lines.append(f"          note: {n}")
+    errors = ahead.get("errors") or []
+    for e in sorted(set(errors)):
+        lines.append(f"          note: compiling ahead failed for {errors.count(e)} case(s) (the search compiled "
+                     f"what it needed itself): {e}")
     return lines
 
 
 def total_lines(summaries: list[dict]) -> list[str]:
     totals: dict[str, float] = defaultdict(float)
-    cases = judged = compiles = loads = replayed = 0
+    cases = judged = compiles = loads = replayed = ahead = 0
     compile_seconds = 0.0
     shims: dict[str, int] = defaultdict(int)
     for s in summaries:
@@ -95,6 +104,7 @@ def total_lines(summaries: list[dict]) -> list[str]:
         judged += s["judged"]
         compiles += s["compiles"]
         loads += s.get("cache_loads", 0)
+        ahead += (s.get("ahead") or {}).get("compiles", 0)
         compile_seconds += s["compile_seconds"]
         for k, v in s["seconds"].items():
             totals[k] += v
@@ -104,6 +114,8 @@ def total_lines(summaries: list[dict]) -> list[str]:
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
     if loads:
         comp += f", {loads} loaded from Triton's cache"
+    if ahead:
+        comp += f" ({ahead} of them compiled ahead of use by compile workers)"
     entries = f" and {replayed} corpus entries" if replayed else ""
     lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged); "
              f"time in backends: {t}{comp}"]

@@ -211,8 +211,8 @@ class Pool:
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
         env.pop("TRITON_INTERPRET", None)
-        if lane != "gpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
+        if lane != "gpu" and not lane.startswith("compile"):
+            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU (compile lanes ask its driver)
         elif self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         return env

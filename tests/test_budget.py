@@ -167,11 +167,11 @@ def _run(max_compiles, examples=40, backend="FakeCompiling", kernel=None):
 def test_past_the_budget_cases_still_run_without_the_compiled_backend():
     free = _run(max_compiles=0)
     assert free.compiles > 4 and free.budget_skipped == 0  # without a budget the draws need many variants
-    bounded = _run(max_compiles=3)
+    bounded = _run(max_compiles=2)
     assert bounded.status == "passed" and bounded.cases == 40  # the full number of cases
     assert bounded.judged == 40 and bounded.caveats["budget"] == bounded.budget_skipped > 0  # none thrown away
     assert bounded.compiles <= free.compiles
-    assert any("compile budget (3 compiles) reached" in n for n in bounded.notes)
+    assert any("compile budget (2 compiles) reached" in n for n in bounded.notes)
 
 
 @pytest.mark.parametrize("backend", ["FakeCompiling", "FakeCompilingSilent"])
@@ -221,3 +221,80 @@ def test_budget_decisions_stay_consistent_for_hypothesis(module, kernel):
     (result,) = tdiff.verify(k, options=opts)
     assert result.status == "passed" and result.cases == 50, result.notes
     assert result.budget_skipped > 0
+
+
+# ---------------------------------------------------------------- compiling ahead of use
+
+def test_compiling_ahead_sees_the_cases_the_search_then_runs(monkeypatch):
+    from tdiff import precompile
+    from tdiff.budget import layout_of
+
+    planned, searched = [], []
+    monkeypatch.setattr(tdiff.Runner, "precompile_workers", lambda self, judge: 3)
+
+    def fake_ahead(executor, target, cases, workers, timeout):
+        planned.extend(cases)
+        return {"cases": len(cases), "compiles": len(cases), "compile_seconds": 0.0, "wall": 0.0,
+                "workers": workers, "errors": []}
+
+    monkeypatch.setattr(precompile, "compile_ahead", fake_ahead)
+    faulty.FakeCompiling.cache.clear()
+    # targeting off: its phase draws from what the judged cases reported, which the preview cannot know
+    opts = tdiff.RunOptions(profile="ci", max_examples=30, corpus_dir=None, repro_dir=None, isolation="none",
+                            backends=("tests.faulty:FakeCompiling", "interpreter"), targeting=False)
+    runner = tdiff.Runner(opts)
+    plain = runner.judge
+
+    def judge(check, result, opinions=None):
+        j = plain(check, result, opinions)
+        verdict = j.verdict
+
+        def recording(case, final=False, opinions=None):
+            searched.append(case)
+            return verdict(case, final=final, opinions=opinions)
+
+        j.verdict = recording
+        return j
+
+    runner.judge = judge
+    (check,) = tdiff.checks_of(twice)
+    result = runner.run_check(check)
+    assert result.status == "passed" and result.ahead["cases"] == len(planned) > 1
+    # one case per new set of launch keys, each a layout the search then drew (hypothesis replays it)
+    keys = [set(runner.predict_keys(check, c)) for c in planned]
+    assert all(ks - set().union(*keys[:i]) for i, ks in enumerate(keys))  # each brings a key of its own
+    assert {layout_of(c) for c in planned} <= {layout_of(c) for c in searched}
+    from tdiff import summary
+
+    summary_line = summary.check_lines(summary.record(result))[0]
+    assert f"{len(planned)} compiled ahead" in summary_line
+
+
+def test_plan_compiles_each_new_set_of_keys_once():
+    from tdiff import precompile
+
+    def case(n):
+        return Case({"x": tdiff.strategies.tensor_arg(torch.zeros(n))})
+
+    keys = {1: [("k", (1,), ())], 2: [("k", (2,), ())], 3: [("k", (2,), ())], 4: None}
+    chosen = precompile.plan([case(1), case(1), case(2), case(3), case(4)],
+                             lambda c: keys[c.inputs["x"].shape[0]])
+    assert [c.inputs["x"].shape[0] for c in chosen] == [1, 2, 4]  # 1 again: same layout; 3: keys already seen
+
+
+def test_the_precompile_backend_warms_up_every_launch_and_runs_none(monkeypatch):
+    from triton.runtime.jit import JITFunction
+
+    from tdiff.backends.base import BackendSpec, make_backend
+
+    calls = []
+
+    def fake_run(self, *args, grid, warmup=False, **kwargs):
+        calls.append((self.fn.__name__, warmup))
+
+    monkeypatch.setattr(JITFunction, "run", fake_run)
+    (check,) = tdiff.checks_of(twice)
+    x = torch.arange(5, dtype=torch.float32)
+    outcome = make_backend(BackendSpec("precompile", slot=1)).run(check, Case({"x": tdiff.strategies.tensor_arg(x)}))
+    assert BackendSpec("precompile", slot=1).lane == "compile1"
+    assert outcome.error is None and calls == [("twice", True)] and len(outcome.launch_keys) == 1

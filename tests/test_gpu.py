@@ -275,3 +275,25 @@ def test_undefined_masked_lanes_are_named_on_the_gpu(kernel, verdict_kind):
 def test_masked_lanes_kept_out_of_the_result_pass_on_the_gpu():
     r = _run(H.row_sum_where)
     assert r.status == "passed", r.report()
+
+
+def test_compiling_ahead_leaves_the_gpu_worker_little_to_compile(tmp_path, monkeypatch):
+    from suites import softmax
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    runs = {}
+    for workers in (0, 4):
+        pool = Pool()  # fresh workers, an empty cache directory: every specialization is new
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / f"triton-cache-{workers}"))
+        try:
+            (r,) = tdiff.verify(softmax.softmax_kernel, profile="ci", corpus_dir=None, repro_dir=None, executor=pool,
+                                precompile=workers)
+        finally:
+            pool.close()
+        runs[workers] = r
+        print(f"\nprecompile={workers}: wall {r.wall:.1f}s, compiled in the GPU worker {r.compiles} "
+              f"({r.compile_seconds:.1f}s), loaded {r.cache_loads}, ahead {r.ahead}")
+    assert runs[0].status == runs[4].status == "passed"
+    ahead = runs[4].ahead
+    assert ahead["compiles"] > 0 and not ahead["errors"], ahead
+    assert runs[4].compiles < runs[0].compiles and runs[4].cache_loads >= ahead["compiles"] // 2

@@ -50,6 +50,7 @@ class BackendSpec:
     check_pointers: bool = True
     sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
     masked: str = "undefined"  # masked-out lanes of a load without other=: "undefined" (poisoned) or "zero"
+    slot: int = 0  # precompile: which of the compile workers runs it
 
     @classmethod
     def parse(cls, text: str | BackendSpec) -> BackendSpec:
@@ -89,6 +90,8 @@ class BackendSpec:
     def lane(self) -> str:
         """Which worker process runs this spec: GPU work and CPU work run side by side."""
         # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
+        if self.kind == "precompile":  # compiles need the GPU's driver (its target), not the GPU worker
+            return f"compile{self.slot}"
         return "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
 
 
@@ -126,6 +129,10 @@ def make_backend(spec: BackendSpec | str) -> Backend:
         from .specialize import SpecializeBackend
 
         return SpecializeBackend(spec)
+    if spec.kind == "precompile":  # compiles ahead of use, never compared
+        from .precompile import PrecompileBackend
+
+        return PrecompileBackend(spec)
     mod, _, attr = spec.kind.partition(":")
     factory = getattr(importlib.import_module(mod), attr)
     return factory(spec)

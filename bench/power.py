@@ -69,7 +69,7 @@ class Run:
     triggering_passed: list[int] = field(default_factory=list)  # ... and passed
 
 
-TARGETING = [True]  # --targeting: hypothesis's target phase (tdiff.search.guide) on or off
+TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.search.guide) on or off
 
 
 def options(seed: int, examples: int | None, isolation: str) -> tdiff.RunOptions:
@@ -233,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-mutants", action="store_true")
     ap.add_argument("--no-originals", action="store_true")
     ap.add_argument("--isolation", default="none", choices=("none", "process"))
-    ap.add_argument("--targeting", default="on", choices=("on", "off"),
-                    help="hypothesis's target phase climbing each case's closeness and kernel lines (default on)")
+    ap.add_argument("--targeting", default="off", choices=("on", "off"),
+                    help="hypothesis's target phase climbing each case's closeness and kernel lines (default off, "
+                         "as in tdiff)")
     ap.add_argument("--json", default=None, help="also write the raw runs as JSON here")
     ap.add_argument("--hypothesis-local-constants", action="store_true",
                     help="let hypothesis draw constants from the repository's source, as in a plain tdiff run "

@@ -35,8 +35,8 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("precompile", int, "precompile", "compile workers per check that compile a search's specializations ahead "
                                       "of use, with a GPU (default: the machine's cores shared among xdist "
                                       "workers, at most 8; 0: off)"),
-    ("targeting", str, "targeting", "on (default: hypothesis climbs each case's largest difference over tolerance "
-                                    "and the kernel lines it ran) or off"),
+    ("targeting", str, "targeting", "on (hypothesis climbs each case's largest difference over tolerance and the "
+                                    "kernel lines it ran) or off (default; see the README's power table)"),
 ]
 
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}

@@ -2,10 +2,11 @@
 several workers at once before the search runs them.
 
 The search first draws its cases without judging them (`tdiff.search`, `ahead=`); each new layout's
-launch keys are predicted by a dry launch; one case per new set of keys goes to a compile worker
-(`backends.precompile`), several side by side. The compiles land in Triton's on-disk cache, where the
-GPU worker's real launches load them (counted as loads, not compiles, in the summary). A GPU machine
-compiles on its CPU cores while the GPU worker waits on nothing.
+launch keys are predicted by a dry launch; one case per new set of keys is queued on a compile
+worker (`backends.precompile`), several side by side, in the background: the search starts at once,
+and its GPU worker finds each specialization in Triton's on-disk cache once a compile worker got to
+it (counted as a load, not a compile, in the summary), or compiles it itself if it got there first.
+When the search ends, compiles it no longer needs are dropped.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ MAX_WORKERS = 8
 
 
 def auto_workers() -> int:
-    """Compile workers per check: the machine's cores shared among pytest-xdist workers, one core
-    left for each one's GPU worker, at most MAX_WORKERS."""
+    """Compile workers per check: the machine's cores shared among pytest-xdist workers, two left
+    for each one's GPU and interpreter workers, at most MAX_WORKERS."""
     share = (os.cpu_count() or 1) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
-    return max(0, min(MAX_WORKERS, share - 1))
+    return max(0, min(MAX_WORKERS, share - 2))
 
 
 def plan(cases: Sequence[Case], keys_of: Callable[[Case], Sequence | None]) -> list[Case]:
@@ -52,12 +53,18 @@ def plan(cases: Sequence[Case], keys_of: Callable[[Case], Sequence | None]) -> l
     return chosen
 
 
-def compile_ahead(executor: Any, target: Any, cases: Sequence[Case], workers: int, timeout: float) -> dict:
-    """Compile the cases' launches on `workers` compile workers at once; what it cost and did."""
-    t0 = time.perf_counter()
+def start(executor: Any, target: Any, cases: Sequence[Case], workers: int, timeout: float) -> dict:
+    """Queue the cases' compiles on `workers` compile workers, in the background: the search starts
+    at once and finds each specialization in Triton's cache once its worker got to it."""
     jobs = [Job(target, BackendSpec("precompile", slot=i % workers), c) for i, c in enumerate(cases)]
-    outcomes = executor.run_many(jobs, timeout) if jobs else []
+    executor.background(jobs, timeout)
+    return {"cases": len(cases), "workers": min(workers, len(cases)), "started": time.perf_counter()}
+
+
+def finish(executor: Any, state: dict) -> dict:
+    """Drop the compiles the search no longer needs, wait for the running ones; what it did."""
+    outcomes = executor.reap(wait=True, cancel=True)
     errors = [o.error.summary() for o in outcomes if o.error is not None]
-    return {"cases": len(cases), "compiles": sum(o.compiles for o in outcomes),
-            "compile_seconds": sum(o.compile_seconds for o in outcomes), "wall": time.perf_counter() - t0,
-            "workers": min(workers, len(cases)), "errors": errors}
+    return {"cases": state["cases"], "ran": len(outcomes), "compiles": sum(o.compiles for o in outcomes),
+            "loads": sum(o.cache_loads for o in outcomes), "compile_seconds": sum(o.compile_seconds for o in outcomes),
+            "wall": time.perf_counter() - state["started"], "workers": state["workers"], "errors": errors}

@@ -69,13 +69,17 @@ class Runner:
                 for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):
                     self.replay_entry(check, entry, result, judge)
             workers = self.precompile_workers(judge)
-            ahead = None
+            ahead, started = None, {}
             if workers:
                 def ahead(cases: list[Case]) -> None:
                     chosen = precompile.plan(cases, lambda c: self.predict_keys(check, c))
-                    result.ahead = precompile.compile_ahead(self.executor, check.ref(), chosen, workers,
-                                                            check.timeout or self.options.timeout)
-            found = search(judge, budget, lambda case: self.predict_keys(check, case), ahead)
+                    started.update(precompile.start(self.executor, check.ref(), chosen, workers,
+                                                    check.timeout or self.options.timeout))
+            try:
+                found = search(judge, budget, lambda case: self.predict_keys(check, case), ahead)
+            finally:
+                if started:
+                    result.ahead = precompile.finish(self.executor, started)
             result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]

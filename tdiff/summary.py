@@ -60,8 +60,8 @@ def check_lines(s: dict) -> list[str]:
         comp += f", {s['cache_loads']} loaded from Triton's cache"
     ahead = s.get("ahead") or {}
     if ahead.get("compiles"):
-        comp += (f", {ahead['compiles']} compiled ahead in {ahead['wall']:.1f}s on {ahead['workers']} "
-                 f"worker(s) ({ahead['compile_seconds']:.1f}s of compiles)")
+        comp += (f", {ahead['compiles']} compiled ahead by {ahead['workers']} worker(s) beside the search "
+                 f"({ahead['compile_seconds']:.1f}s of compiles)")
     judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
     lines = [f"{s['status'].upper():7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}; "
              f"{vtext}; {s['wall']:.1f}s ({times}{comp})"]

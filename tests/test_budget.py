@@ -232,12 +232,13 @@ def test_compiling_ahead_sees_the_cases_the_search_then_runs(monkeypatch):
     planned, searched = [], []
     monkeypatch.setattr(tdiff.Runner, "precompile_workers", lambda self, judge: 3)
 
-    def fake_ahead(executor, target, cases, workers, timeout):
+    def fake_start(executor, target, cases, workers, timeout):
         planned.extend(cases)
-        return {"cases": len(cases), "compiles": len(cases), "compile_seconds": 0.0, "wall": 0.0,
-                "workers": workers, "errors": []}
+        return {"cases": len(cases), "workers": workers, "started": 0.0}
 
-    monkeypatch.setattr(precompile, "compile_ahead", fake_ahead)
+    monkeypatch.setattr(precompile, "start", fake_start)
+    monkeypatch.setattr(precompile, "finish", lambda executor, state: {**state, "compiles": state["cases"],
+                                                                        "compile_seconds": 0.0, "errors": []})
     faulty.FakeCompiling.cache.clear()
     # targeting off: its phase draws from what the judged cases reported, which the preview cannot know
     opts = tdiff.RunOptions(profile="ci", max_examples=30, corpus_dir=None, repro_dir=None, isolation="none",
@@ -298,3 +299,27 @@ def test_the_precompile_backend_warms_up_every_launch_and_runs_none(monkeypatch)
     outcome = make_backend(BackendSpec("precompile", slot=1)).run(check, Case({"x": tdiff.strategies.tensor_arg(x)}))
     assert BackendSpec("precompile", slot=1).lane == "compile1"
     assert outcome.error is None and calls == [("twice", True)] and len(outcome.launch_keys) == 1
+
+
+def test_background_jobs_advance_beside_the_search_and_are_collected():
+    from tdiff.backends.base import BackendSpec
+    from tdiff.workers import Job
+
+    (check,) = tdiff.checks_of(twice_in_workers)
+    cases = [Case({"x": tdiff.strategies.tensor_arg(torch.zeros(n))}) for n in (1, 5, 16, 33)]
+    pool = Pool()
+    try:
+        pool.background([Job(check.ref(), BackendSpec("specialize"), c) for c in cases], 60)
+        assert pool.running and pool.queued  # one job runs per lane, the rest wait
+        out = pool.run_many([Job(check.ref(), BackendSpec("interpreter"), cases[1])], 60)  # the search goes on
+        assert out[0].error is None and out[0].backend == "interpreter"
+        # a job for a lane a background job holds waits for it, and gets its own answer
+        (mine,) = pool.run_many([Job(check.ref(), BackendSpec("reference"), cases[2])], 60)
+        assert mine.backend == "reference", mine
+        done = pool.reap(wait=True)
+        assert len(done) == 4 and not pool.running and not pool.queued
+        assert [len(o.launches) for o in done] == [1, 1, 1, 1]
+        pool.background([Job(check.ref(), BackendSpec("specialize"), c) for c in cases], 60)
+        assert len(pool.reap(wait=True, cancel=True)) == 1  # the queued ones are dropped, the running one kept
+    finally:
+        pool.close()

@@ -6,7 +6,7 @@ The check's `launch` runs on CPU copies of the case's inputs, as for a dry launc
 arguments, specializes them exactly as a real launch would (pointer alignment comes from the same
 CPU copies the dry launch classifies) and compiles, but launches nothing. The compile lands in
 `TRITON_CACHE_DIR`, shared with every worker of the machine. Several of these workers compile side
-by side on the CPU cores a GPU machine has to spare (`tdiff.precompile` schedules them).
+by side on the CPU cores a GPU machine has to spare, beside the search (`tdiff.precompile`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,7 @@ from ..case import Case
 from ..outcome import ErrorInfo, Outcome
 from ..specialization import dry_launches
 from .base import BackendSpec, Target, error_info
-
-
-def _cache_size(jit: Any) -> int:
-    caches = getattr(jit, "device_caches", None) or {}
-    return sum(len(entry[0]) for entry in caches.values())
+from .compiled import _cache_size, _disk_entries
 
 
 class PrecompileBackend:
@@ -38,14 +34,16 @@ class PrecompileBackend:
         failed: list[BaseException] = []
 
         def warm(jit: Any, original: Any, args: tuple, grid: Any, kwargs: dict) -> None:
-            before, t = _cache_size(jit), time.perf_counter()
+            before, on_disk, t = _cache_size(jit), _disk_entries(), time.perf_counter()
             try:
                 original(jit, *args, grid=grid, warmup=True, **kwargs)
             except Exception as exc:  # the real launch will fail the same way, and report it
                 failed.append(exc)
                 return
             new = _cache_size(jit) - before
-            if new > 0:
+            if new > 0 and on_disk >= 0 and _disk_entries() == on_disk:  # an earlier run compiled it
+                outcome.cache_loads += new
+            elif new > 0:
                 outcome.compiles += new
                 outcome.compile_seconds += time.perf_counter() - t
 

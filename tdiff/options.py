@@ -32,9 +32,9 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("max-compiles", int, "max_compiles", "the same budget as a number of compiles (default 0: no limit)"),
     ("coverage", str, "coverage", "report (default: name the kernel lines no case ran) or require (such a check "
                                   "fails)"),
-    ("precompile", int, "precompile", "compile workers per check that compile a search's specializations ahead "
-                                      "of use, with a GPU (default: the machine's cores shared among xdist "
-                                      "workers, at most 8; 0: off)"),
+    ("precompile", int, "precompile", "compile workers that compile a search's specializations ahead of use, "
+                                      "beside it, with a GPU (default 0: off; it did not pay on the suites, see "
+                                      "the README's compile budget section)"),
     ("targeting", str, "targeting", "on (hypothesis climbs each case's largest difference over tolerance and the "
                                     "kernel lines it ran) or off (default; see the README's power table)"),
 ]

@@ -56,7 +56,8 @@ def plan(cases: Sequence[Case], keys_of: Callable[[Case], Sequence | None]) -> l
 def start(executor: Any, target: Any, cases: Sequence[Case], workers: int, timeout: float) -> dict:
     """Queue the cases' compiles on `workers` compile workers, in the background: the search starts
     at once and finds each specialization in Triton's cache once its worker got to it."""
-    jobs = [Job(target, BackendSpec("precompile", slot=i % workers), c) for i, c in enumerate(cases)]
+    # last first: the search starts with the first cases itself, and the two meet in the middle
+    jobs = [Job(target, BackendSpec("precompile", slot=i % workers), c) for i, c in enumerate(reversed(cases))]
     executor.background(jobs, timeout)
     return {"cases": len(cases), "workers": min(workers, len(cases)), "started": time.perf_counter()}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import corpus as corpus_mod
 from . import kernels, precompile, repro
-from .backends.base import gpu_available
+from .backends.base import BackendSpec, gpu_available
 from .backends.specialize import SPEC as SPECIALIZE
 from .budget import CompileBudget
 from .case import Case
@@ -62,7 +62,9 @@ class Runner:
         result = self.new_result(check)
         judge = self.judge(check, result)
         if isinstance(self.executor, Pool):
-            self.executor.warm([judge.spec(s).lane for s in judge.opinions.specs])
+            workers = self.precompile_workers(judge)
+            self.executor.warm([judge.spec(s).lane for s in judge.opinions.specs]
+                               + [BackendSpec("precompile", slot=i).lane for i in range(workers)])
         budget = self.budget(check, judge.opinions)
         try:
             if self.options.replay and self.options.corpus_dir is not None:

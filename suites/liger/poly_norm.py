@@ -148,14 +148,15 @@ tdiff.check(
     in_place=[True, False],
 )(lib._poly_norm_backward_kernel)
 
-# FINDINGS.md liger 13: single-column rows of |x| in [3e4, 2e5] (rstd_3 ** 3 below float32's smallest normal,
-# down to 0), with upstream gradients large enough that the lost term is beyond tdiff's judgement of an underflowed
+# FINDINGS.md liger 13: single-column rows of |x| in [1.2e5, 2e5] (rstd_3 ** 3 rounds to 0 in float32; from 1.6e4 it
+# is subnormal, and near 3e4 still close enough to pass: the H100 seed-6 run drew only 3e4 and passed), with upstream
+# gradients large enough that the lost term is beyond tdiff's judgement of an underflowed
 # element against its program's inputs (for dY ~ 1 the kernel is as wrong, relative to the term, but that rule
 # lets it pass)
 tdiff.check(
     launch=launch_bwd, reference=reference_bwd, name="backward_rstd_underflow", max_examples=5,
     marks=[pytest.mark.xfail(strict=True, reason=RSTD_CUBE_FINDING)],
-    X=tst.tensors(shape=(tst.sides(1, 4), 1), dtype="float32", values=tst.values(3e4, 2e5, specials=False)),
+    X=tst.tensors(shape=(tst.sides(1, 4), 1), dtype="float32", values=tst.values(1.2e5, 2e5, specials=False)),
     dY=tst.tensors(like="X", values=tst.values(1e12, 1e16, specials=False)),
     W=tst.tensors(shape=(3,), like="X", values=tst.values(0.5, 2, specials=False)),
     in_place=[True, False],

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from hypothesis.strategies import SearchStrategy
 
 from . import kernels
+from .backends.base import BackendSpec
 from .errors import DeclarationError
 
 K = TypeVar("K")
@@ -299,6 +300,11 @@ def check(
         if max_compiles is not None and (isinstance(max_compiles, bool) or not isinstance(max_compiles, int)
                                          or max_compiles < 0):
             raise DeclarationError(f"{where}: max_compiles must be an int >= 0 (0: no limit), got {max_compiles!r}")
+        for b in backends or ():
+            try:
+                BackendSpec.parse(b)
+            except ValueError as exc:
+                raise DeclarationError(f"{where}: backends: {exc}") from None
         if masked_loads not in ("undefined", "zero"):
             raise DeclarationError(f"{where}: masked_loads must be 'undefined' or 'zero', got {masked_loads!r}")
         n_configs = len(kernels.configs(kernel))

@@ -42,6 +42,9 @@ KNOWN: tuple[Limitation, ...] = (
                (NotImplementedError,), r"libdevice function \S+ has no interpreter shim", in_interpreter=False),
     Limitation("bf16-atomic", "a bf16 atomic operation tdiff's interpreter does not emulate",
                (NotImplementedError,), r"bf16 atomic \S+ is not supported", in_interpreter=False),
+    Limitation("launch-option-builtins", "builtins that read the compile options (`tl.extra.cuda.num_warps()`, "
+               "`num_threads()`), which Triton's interpreter leaves unpatched",
+               (ValueError,), r"`_semantic` argument must be provided outside of JIT functions"),
     Limitation("fp16-atomic-overflow", "an fp16 atomic whose result overflows (Triton's interpreter raises "
                "OverflowError where the GPU stores inf; FINDINGS.md triton 10)",
                (OverflowError,), r"overflow to signed inf"),

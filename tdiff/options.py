@@ -42,6 +42,21 @@ OPTIONS: list[tuple[str, type, str, str]] = [
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
 
 
+def split_backends(text: str) -> tuple[str, ...]:
+    """`compiled,compiled[num_warps=2,num_stages=1]` -> its backends (commas inside [...] stay)."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    parts.append(current)
+    return tuple(p.strip() for p in parts if p.strip())
+
+
 def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunOptions:
     """`RunOptions` from raw option values: `get(name)` returns the value given for an option of
     `OPTIONS` (None when not given). Raises ValueError with a message a user can act on."""
@@ -57,7 +72,7 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
         except (TypeError, ValueError):
             raise ValueError(f"--tdiff-{name} must be a {typ.__name__}, not {raw!r}") from None
         if field == "backends":
-            parts = tuple(p.strip() for p in value.split(",") if p.strip())
+            parts = split_backends(value)
             if not parts:
                 raise ValueError(f"--tdiff-backends names no backend: {value!r}")
             from .backends.base import BackendSpec

@@ -87,6 +87,8 @@ class Verdict:
 
 def wrong(backend: str) -> str:
     kind = kind_of(backend)
+    if kind == "compiled" and "[" in backend.split(":")[0]:  # a compiled variant: say which
+        return f"{backend.split(':')[0]} wrong"
     if kind == "compiled":
         return COMPILED_WRONG
     if kind == "interpreter":

@@ -503,3 +503,21 @@ def gather_unmasked_index(table_ptr, idx_ptr, out_ptr, n, BLOCK: tl.constexpr):
     i = tl.load(idx_ptr + offs, mask=offs < n)  # no other=: masked-out lanes hold an undefined index
     v = tl.load(table_ptr + i)  # the bug: unmasked, it reads the table at those undefined indices
     tl.store(out_ptr + offs, v, mask=offs < n)
+
+
+# -- a kernel that assumes the default launch options (found by a compiled variant, tests/test_gpu.py)
+
+def _warps_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+    return out
+
+
+@tdiff.check(launch=_warps_launch, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(tst.sizes(block=128),), layouts=["contiguous"], values=tst.values(-4, 4)))
+@triton.jit
+def warps_assumed(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    TWO: tl.constexpr = tl.extra.cuda.num_warps() // 2  # the bug: right only with the default 4 warps
+    tl.store(out_ptr + offs, x * TWO, mask=offs < n)

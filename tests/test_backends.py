@@ -1,8 +1,10 @@
 """Outcomes as whole storages: bytes outside the view, guard bands, own copies, launch records."""
 
 import numpy as np
+import pytest
 import torch
 
+import tdiff
 from tdiff import integrity
 from tdiff.backends.interpreter import InterpreterBackend
 from tdiff.backends.reference import ReferenceBackend
@@ -90,3 +92,25 @@ def test_torch_empty_is_filled_while_a_launch_runs():
     with deterministic_empty():
         t, i = torch.empty(8), torch.empty(8, dtype=torch.int32)
     assert torch.isnan(t).all() and (i == 2**31 - 1).all()
+
+
+def test_compiled_variants_parse_label_and_validate():
+    from tdiff.backends.base import BackendSpec
+    from tdiff.classify import kind_of
+    from tdiff.options import split_backends
+    from tdiff.verdict import wrong
+
+    s = BackendSpec.parse("compiled[num_warps=2,num_stages=1,config=3]")
+    assert (s.kind, s.launch, s.config, s.lane) == ("compiled", (("num_warps", 2), ("num_stages", 1)), 3, "gpu")
+    assert s.label == "compiled[num_warps=2,num_stages=1,config=3]" and kind_of(s.label) == "compiled"
+    assert BackendSpec.parse("compiled[fp_fusion=off]").launch == (("enable_fp_fusion", False),)
+    assert BackendSpec.parse("compiled[fp_fusion=off]").label == "compiled[fp_fusion=off]"
+    assert wrong("compiled[num_warps=2]") == "compiled[num_warps=2] wrong" and wrong("compiled") == "compiled wrong"
+    assert split_backends("compiled,compiled[num_warps=2,num_stages=1]") == ("compiled",
+                                                                              "compiled[num_warps=2,num_stages=1]")
+    for bad, why in [("compiled[num_warps=x]", "positive integer"), ("compiled[warps=2]", "unknown option"),
+                     ("interpreter[num_warps=2]", "only compiled"), ("compiled[num_warps]", "name=value")]:
+        with pytest.raises(ValueError, match=why):
+            BackendSpec.parse(bad)
+    with pytest.raises(tdiff.DeclarationError, match="unknown option"):
+        tdiff.check(launch=lambda k, x: None, backends=["compiled[warps=2]"], x=1)(K.double_kernel)

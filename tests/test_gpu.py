@@ -299,3 +299,15 @@ def test_compiling_ahead_shares_the_work_with_the_gpu_worker(tmp_path, monkeypat
     # every specialization the search needed was compiled once, by the GPU worker or ahead of it
     assert runs[2].compiles + runs[2].cache_loads == runs[0].compiles, (runs[0].compiles, runs[2].compiles,
                                                                         runs[2].cache_loads)
+
+
+def test_a_kernel_assuming_the_default_num_warps_is_found_by_a_variant_pair():
+    # the default opinions pass it (num_warps=4 everywhere; the interpreter cannot read the option and
+    # is set aside with a named limitation); compiled against compiled[num_warps=2] finds it
+    default = _run(H.warps_assumed)
+    assert default.status == "passed" and default.judged > 0, default.report()
+    r = _run(H.warps_assumed, backends=("compiled", "compiled[num_warps=2]"))
+    assert r.opinions == ("compiled", "compiled[num_warps=2]", "reference")
+    d = r.failures[0]
+    print(f"\nnum_warps variant: {d.verdict} after {r.first_failure} case(s)")
+    assert d.verdict.label == "compiled[num_warps=2] wrong", r.report()

@@ -266,6 +266,13 @@ def test_a_real_interpreter_limitation_skips_the_check_and_names_it():
     assert "inline PTX assembly" in " ".join(r.notes)
 
 
+def test_reading_the_launch_options_is_a_named_interpreter_limitation():
+    # tl.extra.cuda.num_warps() has no interpreter version; a compiled variant pair checks such a kernel
+    r = run(H.warps_assumed)
+    assert r.status == "skipped" and r.judged == 0, r.report()
+    assert "read the compile options" in " ".join(r.notes)
+
+
 def test_a_limited_corpus_entry_is_not_passed(tmp_path):
     from tdiff import corpus
     from tdiff.cli import main

@@ -51,6 +51,10 @@ class BackendSpec:
     sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
     masked: str = "undefined"  # masked-out lanes of a load without other=: "undefined" (poisoned) or "zero"
     slot: int = 0  # precompile: which of the compile workers runs it
+    # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
+    # (as Triton spells them), and an autotune config index that replaces the case's
+    launch: tuple[tuple[str, Any], ...] = ()
+    config: int | None = None
 
     @classmethod
     def parse(cls, text: str | BackendSpec) -> BackendSpec:
@@ -62,16 +66,23 @@ class BackendSpec:
             attr, _, opts = rest.partition(":")
             return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, text))
         kind, _, opts = text.partition(":")
+        variant: dict[str, Any] = {}
+        if "[" in kind:
+            kind, _, inner = kind.partition("[")
+            if kind != "compiled" or not inner.endswith("]"):
+                raise ValueError(f"backend {text!r}: only compiled takes [options], written "
+                                 "compiled[num_warps=2,num_stages=1]")
+            variant = _parse_variant(inner[:-1], text)
         if kind not in ("compiled", "interpreter", "reference"):
             raise ValueError(f"unknown backend {text!r}: use compiled, interpreter, reference or module:Factory")
-        return cls(kind=kind, **_parse_opts(opts, text))
+        return cls(kind=kind, **variant, **_parse_opts(opts, text))
 
     def with_(self, **changes: Any) -> BackendSpec:
         return replace(self, **changes)
 
     @property
     def label(self) -> str:
-        parts = [self.kind]
+        parts = [self.kind + self.variant]
         if self.order != "forward":
             parts.append(self.order)
         if self.upcast:
@@ -81,6 +92,13 @@ class BackendSpec:
         if self.device:
             parts.append(self.device)
         return ":".join(parts)
+
+    @property
+    def variant(self) -> str:
+        """`[num_warps=2,config=1]` for a compiled variant, else ''."""
+        items = [f"{VARIANT_NAMES.get(k, k)}={_show(k, v)}" for k, v in self.launch]
+        items += [f"config={self.config}"] if self.config is not None else []
+        return f"[{','.join(items)}]" if items else ""
 
     @property
     def uses_gpu(self) -> bool:
@@ -93,6 +111,44 @@ class BackendSpec:
         if self.kind == "precompile":  # compiles need the GPU's driver (its target), not the GPU worker
             return f"compile{self.slot}"
         return "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
+
+
+#: launch options a compiled variant may set: as written in a spec -> as Triton's launch takes them
+VARIANT_OPTIONS = {"num_warps": "num_warps", "num_stages": "num_stages", "num_ctas": "num_ctas",
+                   "maxnreg": "maxnreg", "fp_fusion": "enable_fp_fusion"}
+VARIANT_NAMES = {v: k for k, v in VARIANT_OPTIONS.items()}
+
+
+def _show(key: str, value: Any) -> str:
+    if key == "enable_fp_fusion":
+        return "on" if value else "off"
+    return str(value)
+
+
+def _parse_variant(inner: str, text: str) -> dict:
+    launch: list[tuple[str, Any]] = []
+    config = None
+    for item in filter(None, (p.strip() for p in inner.split(","))):
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not value:
+            raise ValueError(f"backend {text!r}: write each option as name=value, got {item!r}")
+        if name == "config":
+            if not value.isdigit():
+                raise ValueError(f"backend {text!r}: config is an autotune config index, got {value!r}")
+            config = int(value)
+        elif name == "fp_fusion":
+            if value not in ("on", "off"):
+                raise ValueError(f"backend {text!r}: fp_fusion is on or off, got {value!r}")
+            launch.append(("enable_fp_fusion", value == "on"))
+        elif name in VARIANT_OPTIONS:
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"backend {text!r}: {name} must be a positive integer, got {value!r}")
+            launch.append((VARIANT_OPTIONS[name], int(value)))
+        else:
+            raise ValueError(f"backend {text!r}: unknown option {name!r}; a compiled variant takes "
+                             f"{', '.join(sorted(VARIANT_OPTIONS))} or config")
+    return {"launch": tuple(launch), "config": config}
 
 
 def _parse_opts(opts: str, text: str) -> dict:

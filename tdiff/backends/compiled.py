@@ -100,11 +100,13 @@ class CompiledBackend:
         except Exception as exc:
             outcome.error = self._error(exc, "setup")
             return outcome
-        kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), case.config)
+        config = case.config if self.spec.config is None else self.spec.config
+        kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), config)
         live = LiveArgs()
+        overrides = dict(self.spec.launch)  # a variant's launch options replace the launch's own
 
         def handler(jit, original, args, grid, warmup, kwargs):
-            return recorded_launch(plan, outcome, live, jit, original, args, grid, warmup, kwargs)
+            return recorded_launch(plan, outcome, live, jit, original, args, grid, warmup, {**kwargs, **overrides})
 
         returned = None
         try:

@@ -254,11 +254,17 @@ class Rules:
     fp64: View | None = None  # the interpreter in float64 on upcast inputs: is a range-edge difference inherent?
 
     def ops(self, *views: View) -> set[str] | None:
+        """The operations the kernel ran, from the interpreter's trace; None when no interpreter ran
+        (then every floating class is assumed, and tf32 where the source has a tf32 `tl.dot`)."""
         found: set[str] | None = None
         for v in ([self.guide] if self.guide is not None else []) + list(views):
             t = v.outcome.trace
             if t is not None:
                 found = (found or set()) | t.ops
+        if found is None:
+            dots = set().union(*(getattr(v.outcome, "static_ops", frozenset()) for v in views))
+            if dots:
+                found = {"farith", "transcendental", "reduce", *dots}
         return found
 
     def tolerance_for(self, path: str, dt: str, ops: set[str] | None) -> Tolerance:

@@ -172,6 +172,7 @@ class Outcome:
     error: ErrorInfo | None = None
     launches: list[LaunchRecord] = field(default_factory=list)
     trace: Trace | None = None
+    static_ops: frozenset = frozenset()  # the dots the launched kernels' source has (see tdiff.static_ops)
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)

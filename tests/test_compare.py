@@ -215,3 +215,29 @@ def test_each_case_reports_its_closeness_and_lines_run_to_hypothesis(monkeypatch
     assert len(seen) == 2 * r.cases
     assert all(v > 0 for label, v in seen if label == search.LINES_RUN)
     assert all(0 <= v < 1 for label, v in seen if label == search.CLOSENESS)
+
+
+def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32():
+    # compiled against a compiled variant: no interpreter ran; the source says whether a tl.dot runs in tf32
+    import triton
+    import triton.language as tl
+
+    from suites import matmul, softmax
+    from tdiff import kernels
+    from tdiff.outcome import Outcome
+    from tdiff.static_ops import dot_kinds
+    from tdiff.targets import view
+
+    @triton.jit
+    def ieee_dot(a_ptr, out_ptr, B: tl.constexpr):
+        a = tl.load(a_ptr + tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :])
+        tl.store(out_ptr + tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :], tl.dot(a, a, input_precision="ieee"))
+
+    assert dot_kinds(kernels.jit_function(matmul.matmul_kernel)) == {"dot:tf32"}
+    assert dot_kinds(ieee_dot) == {"dot:ieee"} and dot_kinds(kernels.jit_function(softmax.softmax_kernel)) == set()
+    case = Case({"x": tensor_arg(torch.ones(2))})
+    a, b = Outcome("compiled"), Outcome("compiled[num_warps=2]")
+    assert Rules().ops(view(a, case), view(b, case)) is None
+    a.static_ops = frozenset({"dot:tf32"})
+    ops = Rules().ops(view(a, case), view(b, case))
+    assert "dot:tf32" in ops and from_ops(ops, "float32").rtol >= 2e-3 > from_ops(None, "float32").rtol

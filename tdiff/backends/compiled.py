@@ -25,6 +25,7 @@ from ..plan import (
     route_launches,
 )
 from ..specialization import key_of
+from ..static_ops import dot_kinds
 from .base import BackendSpec, Target, error_info
 
 
@@ -53,6 +54,7 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
     bound.apply_defaults()
     g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
     if not warmup:
+        outcome.static_ops = outcome.static_ops | dot_kinds(jit)
         live.add(len(outcome.launches), args, call_kwargs)
         options = {k: v for k, v in kwargs.items() if k not in names}
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))

@@ -1,0 +1,62 @@
+"""What a kernel's source says about its `tl.dot`s, for tolerances where no interpreter ran.
+
+Without the interpreter's trace (a compiled variant compared with compiled, or an interpreter
+limitation), tdiff does not know which operations a kernel ran and assumes every floating class
+but tf32. A float32 `tl.dot` at its default precision runs in tf32 on the GPU, whose rounding
+(2^-11) is far beyond that assumption: read from the source of the kernel and of the `@triton.jit`
+functions it calls whether it has such a dot.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from functools import lru_cache
+from typing import Any
+
+from triton.runtime.jit import JITFunction
+
+
+def _dot_kind(call: ast.Call) -> str:
+    for kw in call.keywords:
+        if kw.arg == "input_precision" and isinstance(kw.value, ast.Constant):
+            return "dot:ieee" if str(kw.value.value).lower() == "ieee" else "dot:tf32"
+        if kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+            return "dot:ieee"
+    return "dot:tf32"  # the default precision, or one the source does not fix
+
+
+@lru_cache(maxsize=256)
+def _scan(fn: Any) -> tuple[frozenset[str], tuple[Any, ...]]:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return frozenset({"dot:tf32"}), ()  # unreadable: assume the loosest
+    kinds: set[str] = set()
+    callees: list[Any] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name == "dot":
+                kinds.add(_dot_kind(node))
+        if isinstance(node, ast.Name) and isinstance(fn.__globals__.get(node.id), JITFunction):
+            callees.append(fn.__globals__[node.id])
+    return frozenset(kinds), tuple(callees)
+
+
+def dot_kinds(jit: JITFunction) -> frozenset[str]:
+    """"dot:tf32" / "dot:ieee" for the dots in `jit` and the jit functions it reaches."""
+    seen: set[int] = set()
+    out: set[str] = set()
+    todo = [jit]
+    while todo:
+        j = todo.pop()
+        if id(j) in seen or j.fn.__module__.startswith("triton."):
+            continue
+        seen.add(id(j))
+        kinds, callees = _scan(j.fn)
+        out |= kinds
+        todo += callees
+    return frozenset(out)

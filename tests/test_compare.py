@@ -230,8 +230,9 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
 
     @triton.jit
     def ieee_dot(a_ptr, out_ptr, B: tl.constexpr):
-        a = tl.load(a_ptr + tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :])
-        tl.store(out_ptr + tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :], tl.dot(a, a, input_precision="ieee"))
+        idx = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
+        a = tl.load(a_ptr + idx)
+        tl.store(out_ptr + idx, tl.dot(a, a, input_precision="ieee"))
 
     assert dot_kinds(kernels.jit_function(matmul.matmul_kernel)) == {"dot:tf32"}
     assert dot_kinds(ieee_dot) == {"dot:ieee"} and dot_kinds(kernels.jit_function(softmax.softmax_kernel)) == set()

@@ -76,7 +76,8 @@ def launch(kernel, x):
     return out
 
 
-@tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(tst.sizes(block=16, max_blocks=2),)))
+@tdiff.check(launch=launch, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(tst.sizes(block=16, max_blocks=2),), layouts=["contiguous"]))
 @triton.jit
 def branchy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -94,8 +95,8 @@ def test_pytest_reports_code_no_case_ran_in_the_summary_and_junit(pytester):
     result = pytester.runpytest_subprocess("--tdiff", "--junitxml=report.xml", "--tdiff-corpus=none",
                                            "--tdiff-repro-dir=none")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*kernel code no case ran: kernels/ops.py: line 22 (the body of `if n > 5000` "
-                                 "(line 21)) of branchy*"])
+    result.stdout.fnmatch_lines(["*kernel code no case ran: kernels/ops.py: line 23 (the body of `if n > 5000` "
+                                 "(line 22)) of branchy*"])
     xml = (pytester.path / "report.xml").read_text()
     assert 'name="tdiff_never_ran"' in xml and "the body of `if n &gt; 5000`" in xml
     strict = pytester.runpytest_subprocess("--tdiff", "--tdiff-coverage", "require", "--tdiff-corpus=none",

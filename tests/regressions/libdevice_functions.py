@@ -83,7 +83,7 @@ if __name__ == "__main__":  # checks declared here, not at import, so that `pyte
     failed = False
     for k in KERNELS:
         tdiff.check(launch=launch, reference=lambda x: torch.erf(x.double()).float(),
-                    x=tst.tensors(shape=(tst.sizes(block=64, max_blocks=1),), layouts=["contiguous"]))(k)
+                    x=tst.tensors(shape=(tst.sizes(block=64, max_value=64),), layouts=["contiguous"]))(k)
         try:
             tdiff.verify(k, isolation="none", max_examples=5, corpus_dir=None, repro_dir=None)
             print(k.fn.__name__, "passes")

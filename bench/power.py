@@ -70,11 +70,12 @@ class Run:
 
 
 TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.search.guide) on or off
+BUDGET: dict = {}  # --compile-budget / --max-compiles: the compile budget policy (with a GPU)
 
 
 def options(seed: int, examples: int | None, isolation: str) -> tdiff.RunOptions:
     return tdiff.RunOptions(profile="ci", seed=seed, max_examples=examples, corpus_dir=None, repro_dir=None,
-                            shrink_budget=0, isolation=isolation, targeting=TARGETING[0])
+                            shrink_budget=0, isolation=isolation, targeting=TARGETING[0], **BUDGET)
 
 
 class RecordingRunner(tdiff.Runner):
@@ -225,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=10, help="seeds per mutant (0..N-1)")
     ap.add_argument("--examples", type=int, default=None, help="examples per mutant run (default: ci's 20)")
-    ap.add_argument("--only", default=None, help="only mutants / original checks whose name contains this")
+    ap.add_argument("--only", default=None, help="only mutants / original checks whose name contains this (or "
+                                                 "one of these, comma-separated)")
     ap.add_argument("--quick", action="store_true", help="3 seeds per mutant, 1 seed for the originals")
     ap.add_argument("--out", default=str(ROOT / "bench" / "power.md"))
     ap.add_argument("--fa-examples", type=int, default=100, help="examples per original check and seed")
@@ -236,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targeting", default="off", choices=("on", "off"),
                     help="hypothesis's target phase climbing each case's closeness and kernel lines (default off, "
                          "as in tdiff)")
+    ap.add_argument("--compile-budget", type=float, default=None,
+                    help="compile seconds per check on new combinations of classes (tdiff's default: 30)")
+    ap.add_argument("--max-compiles", type=int, default=None,
+                    help="the compile budget as a count, e.g. 8 for the old policy (with --compile-budget 0)")
     ap.add_argument("--json", default=None, help="also write the raw runs as JSON here")
     ap.add_argument("--hypothesis-local-constants", action="store_true",
                     help="let hypothesis draw constants from the repository's source, as in a plain tdiff run "
@@ -245,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = 3 if args.quick else args.seeds
     fa_seeds = 1 if args.quick else args.fa_seeds
     TARGETING[0] = args.targeting == "on"
+    if args.compile_budget is not None:
+        BUDGET["compile_budget"] = args.compile_budget
+    if args.max_compiles is not None:
+        BUDGET["max_compiles"] = args.max_compiles
 
     from bench import power_mutants
 
@@ -254,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     mutant_rows, raw = [], {"mutants": {}, "originals": {}}
     if not args.no_mutants:
-        todo = [m for m in power_mutants.MUTANTS if not args.only or args.only in m.name]
+        only = args.only.split(",") if args.only else []
+        todo = [m for m in power_mutants.MUTANTS if not only or any(o in m.name for o in only)]
         for m in todo:
             iso = "process" if m.name in NEEDS_PROCESS else args.isolation
             runs = [run_one(m.check, s, args.examples, iso, m.original, m.triggered) for s in range(seeds)]
@@ -279,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     orig_rows = []
     if not args.no_originals:
         for c in originals():
-            if args.only and args.only not in c.kernel_name and args.only not in c.module:
+            only = args.only.split(",") if args.only else []
+            if only and not any(o in c.kernel_name or o in c.module for o in only):
                 continue
             runs = [run_one(c, s, args.fa_examples, args.isolation) for s in range(fa_seeds)]
             alarms = [r for r in runs if r.status in ("failed", "error", "crash")]
@@ -323,7 +335,8 @@ def render(mutant_rows: list[dict], orig_rows: list[dict], args: Any, seeds: int
     lines = ["# tdiff power benchmark", ""]
     ex = args.examples or 20
     lines.append(f"Profile `ci` ({ex} examples per run), hypothesis seeds 0..{seeds - 1}, isolation "
-                 f"`{args.isolation}`, targeting {args.targeting}, no corpus, no tdiff shrinking; triton "
+                 f"`{args.isolation}`, targeting {args.targeting}, compile budget "
+                 f"{BUDGET or 'default'}, no corpus, no tdiff shrinking; triton "
                  f"{triton.__version__}, "
                  f"{'GPU' if _gpu() else 'no GPU (interpreter vs reference)'}, {os.cpu_count()} CPU(s), "
                  f"Python {platform.python_version()}.")

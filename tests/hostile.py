@@ -521,3 +521,4 @@ def warps_assumed(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     TWO: tl.constexpr = tl.extra.cuda.num_warps() // 2  # the bug: right only with the default 4 warps
     tl.store(out_ptr + offs, x * TWO, mask=offs < n)
+

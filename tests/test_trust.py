@@ -463,3 +463,4 @@ def test_an_fp16_atomic_that_overflows_is_a_named_interpreter_limitation():
     r = run(VK.fp16_atomic_overflow)
     assert r.status == "skipped" and r.judged == 0, r.report()
     assert "an fp16 atomic whose result overflows" in " ".join(r.notes)
+

@@ -101,7 +101,7 @@ tdiff.check(
 # float16 / bfloat16 pair is float16 where torch computes in float32 (FINDINGS.md, "add of a float16
 # and a bfloat16 tensor computes in float16"): the main check leaves out exactly those two pairs,
 # the second check takes only them.
-def add_2d_case(pairs, values_by_dtype=None):
+def add_2d_case(pairs, values_by_dtype=None, alphas=(1, -0.5)):
     """`values_by_dtype`: the values of each operand by its dtype (the finding's check gives the bfloat16
     operand large integers and the float16 one fractions, so that every case rounds in float16)."""
     @st.composite
@@ -116,7 +116,7 @@ def add_2d_case(pairs, values_by_dtype=None):
         return {
             "x": draw(tst.tensors(shape=(M, N), dtype=x_dtype, values=values(x_dtype))),
             "y": draw(tst.tensors(shape=y_shape, dtype=y_dtype, readonly=True, values=values(y_dtype))),
-            "alpha": draw(st.sampled_from([1, -0.5])),
+            "alpha": draw(st.sampled_from(list(alphas))),
         }
     return draw()
 
@@ -134,9 +134,11 @@ tdiff.check(
     name="add_2d_f16_bf16",
     launch=add_launch,
     reference=add_reference,
-    inputs=add_2d_case(HALF_PAIRS, values_by_dtype={
+    # x bfloat16, y float16, alpha 1: where every case shows it (with x float16 or alpha -0.5 some cases round
+    # the same way in float16 and float32, and a check of 10 examples could draw only those)
+    inputs=add_2d_case([("bfloat16", "float16")], values_by_dtype={
         "bfloat16": tst.values(1024, 2048, nan=False, inf=False, extremes=False, subnormal=False),
-        "float16": tst.values(0.1, 0.9, nan=False, inf=False, extremes=False, subnormal=False)}),
+        "float16": tst.values(0.1, 0.9, nan=False, inf=False, extremes=False, subnormal=False)}, alphas=(1,)),
     max_examples=10,
     marks=[pytest.mark.xfail(strict=True, reason="add of a float16 and a bfloat16 tensor computes in float16")],
 )(ADD_2)

@@ -19,6 +19,11 @@ from .cached import choice, integers
 FLOAT_SPECIALS = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny")
 INT_SPECIALS = ("int-min", "int-max", "zero", "minus-one")
 DISTRIBUTIONS = ("smallint", "normal", "uniform", "wide")
+#: the structure of a float tensor's dense values; "dense" (as drawn) is the most common and what a
+#: draw shrinks to. The others are where kernels hide bugs that dense values mask: shifted (the largest
+#: value is not 0, so a forgotten max subtraction shows), negative (every value below 0: a running max
+#: started at 0), constant (every value equal: variance 0), sparse (mostly 0, a few large values)
+STRUCTURES = ("dense", "dense", "dense", "shifted", "negative", "constant", "sparse")
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,26 @@ def dense(dist: str, seed: int, scale: int, n: int, dt: DType, spec: Values) -> 
     return x
 
 
+def structure(kind: str, x: np.ndarray, seed: int, dt: DType, spec: Values) -> np.ndarray:
+    """Dense float values `x` given one of `STRUCTURES` (within the bounds of `spec`)."""
+    if kind == "dense" or not dt.is_float or not x.size:
+        return x
+    rng = np.random.default_rng(seed ^ 0x5EED)
+    if kind == "shifted":
+        x = x + rng.choice([-8.0, -1.5, 1.5, 8.0])
+    elif kind == "negative":
+        x = -np.abs(x) - rng.uniform(0.25, 4.0)
+    elif kind == "constant":
+        x = np.full_like(x, x[0] if x[0] != 0 else 1.0)
+    elif kind == "sparse":
+        k = min(3, x.size)
+        x = np.zeros_like(x)
+        x[rng.choice(x.size, k, replace=False)] = rng.choice([-1.0, 1.0], k) * rng.uniform(4.0, 64.0, k)
+    lo = -np.inf if spec.min_value is None else spec.min_value
+    hi = np.inf if spec.max_value is None else spec.max_value
+    return np.clip(x, lo, hi)
+
+
 def to_carrier(x: np.ndarray, dt: DType) -> np.ndarray:
     if dt.kind in ("int", "uint"):
         return x.astype(np.int64).astype(dt.carrier)
@@ -164,7 +189,8 @@ def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tup
     dist = draw(choice(dists))
     seed = draw(integers(0, 2**32 - 1))
     scale = draw(integers(-8, 3)) if dist == "normal" else 0  # down to ~0.004: tiny rows, where eps matters
-    x = dense(dist, seed, scale, n, dt, spec)
+    kind = draw(choice(STRUCTURES)) if dt.is_float else "dense"
+    x = structure(kind, dense(dist, seed, scale, n, dt, spec), seed, dt, spec)
     kinds = tuple(spec.kinds(dt))
     placed: list[tuple[str, int]] = []
     if kinds and n:

@@ -1,7 +1,8 @@
 """Dense tensor values with special values sprinkled in on purpose.
 
-A draw is small and shrink-friendly: a distribution, a seed for dense values, and a short
-list of (special kind, position). Shrinking removes specials and moves towards small integers.
+A draw is small and shrink-friendly: a distribution, a seed for dense values, a structure
+(`STRUCTURES`: dense, or one that dense values hide bugs behind), and a short list of (special kind,
+position). Shrinking removes specials and moves towards dense small integers.
 """
 
 from __future__ import annotations

@@ -290,6 +290,20 @@ def _find_jit(check: Any, name: str, module: str) -> Any:
     raise ReproError(f"kernel {name!r} launched by the check was not found in module {module!r}")
 
 
+def _variants(sides: tuple[str, ...]) -> dict[str, dict | None]:
+    """For each compiled-variant side, the launch options it sets on every launch; None for a variant
+    the recorded launches cannot replay (another autotune config changes constexprs and grids)."""
+    from .backends.base import BackendSpec
+
+    out: dict[str, dict | None] = {}
+    for s in sides:
+        base = s.split(":")[0].rstrip("'")
+        if base.startswith("compiled[") and s not in out:
+            spec = BackendSpec.parse(base)
+            out[s] = None if spec.config is not None else dict(spec.launch)
+    return out
+
+
 def _side_of(verdict: Verdict, ev: Evidence) -> str:
     """The backend whose own behaviour the verdict is about (errors, integrity findings)."""
     if verdict.kind == "error":
@@ -307,7 +321,9 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
                          "which a replay of the recorded kernel launches cannot show: rerun the check instead")
     outcomes = list(ev.outcomes.values()) + list(ev.extra.values()) + ([dry] if dry is not None else [])
     runners = [o for o in outcomes if o.launches]
-    runner = next((o for o in runners if o.backend.startswith("compiled")), runners[0] if runners else None)
+    # the plain compiled run's launches first: a compiled variant's own launch options are applied on top
+    runner = next((o for o in runners if o.backend == "compiled"),
+                  next((o for o in runners if o.backend.startswith("compiled")), runners[0] if runners else None))
     if runner is None:
         raise ReproError("no backend recorded a kernel launch: there is nothing to replay")
     kind = verdict.kind
@@ -370,6 +386,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     body += "# ------------------------------------------------------------------ the case\n"
     body += f"KIND = {kind!r}\n"
     body += f"PAIR = {_literal(tuple(pair))}\n"
+    body += f"VARIANTS = {_literal(_variants((*pair, side)))}  # compiled variants: launch options on top, or None\n"
     body += f"SIDE = {side!r}\n"
     body += f"EXPECT_TARGETS = {_literal(list(verdict.targets))}\n"
     body += f"TIMEOUT = {float(timeout)!r}\n"
@@ -866,9 +883,10 @@ def _view(storage, offset, shape, strides):
     return storage.as_strided(tuple(shape), tuple(strides), storage.storage_offset() + offset)
 
 
-def run(device, traced=False):
-    """Rebuild the inputs on `device`, make the recorded launches; each target's values, and what
-    the launches broke (guard bands, gaps, and with `traced` the tracer's findings)."""
+def run(device, traced=False, options=None):
+    """Rebuild the inputs on `device`, make the recorded launches (with a compiled variant's launch
+    `options` on top); each target's values, and what the launches broke (guard bands, gaps, and with
+    `traced` the tracer's findings)."""
     made, buffers = {}, {}
     storages = {}
     for name, spec in INPUTS.items():
@@ -901,6 +919,7 @@ def run(device, traced=False):
         kwargs = {k: arg(a, k) for k, a in launch["kwargs"].items()}
         if device != "cpu":
             kwargs.update(launch["options"])
+            kwargs.update(options or {})
         if tracer is not None:
             tracer.launch = i
         KERNELS[launch["kernel"]][tuple(launch["grid"])](*args, **kwargs)
@@ -1053,10 +1072,10 @@ class _Tracer:
 
 def run_side(side):
     """Run one side in a fresh process (the interpreter with TRITON_INTERPRET=1), under TIMEOUT."""
-    kind = side.split(":")[0].rstrip("'")
+    kind = side.split(":")[0].rstrip("'").split("[")[0]
     if kind == "compiled" and not torch.cuda.is_available():
         return None
-    if kind not in ("compiled", "interpreter"):
+    if kind not in ("compiled", "interpreter") or (side in VARIANTS and VARIANTS[side] is None):
         return None
     env = dict(os.environ)
     if kind == "interpreter":
@@ -1064,7 +1083,7 @@ def run_side(side):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out.npz")
         try:
-            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--side", kind, out], env=env,
+            p = subprocess.run([sys.executable, os.path.abspath(__file__), "--side", kind, out, side], env=env,
                                capture_output=True, text=True, timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             return {"error": f"timeout: no result within {TIMEOUT:g} s"}
@@ -1078,7 +1097,7 @@ def run_side(side):
 
 def recorded(side):
     rec = RECORDED.get(side)
-    if rec is None:
+    if rec is None or side in VARIANTS:  # a variant's recorded result would show a divergence even once fixed
         return None
     if "error" in rec:
         return {"error": rec["error"]}
@@ -1128,8 +1147,9 @@ def show(kind, targets, text):
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "--side":
-        got = run("cpu" if sys.argv[2] == "interpreter" else "cuda", traced=sys.argv[2] == "interpreter")
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "--side":  # --side KIND OUT [SIDE: a compiled variant's label]
+        got = run("cpu" if sys.argv[2] == "interpreter" else "cuda", traced=sys.argv[2] == "interpreter",
+                  options=(VARIANTS.get(sys.argv[4]) if len(sys.argv) == 5 else None) or {})
         np.savez(sys.argv[3], **got["targets"])
         with open(sys.argv[3] + ".json", "w") as f:
             json.dump({"findings": got["findings"], "shims": SHIMS_USED}, f)

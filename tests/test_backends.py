@@ -114,3 +114,8 @@ def test_compiled_variants_parse_label_and_validate():
             BackendSpec.parse(bad)
     with pytest.raises(tdiff.DeclarationError, match="unknown option"):
         tdiff.check(launch=lambda k, x: None, backends=["compiled[warps=2]"], x=1)(K.double_kernel)
+    from tdiff.repro import _variants
+
+    # a reproducer runs a variant with its launch options on top; another config cannot be replayed
+    assert _variants(("compiled", "compiled[num_warps=2]", "compiled[config=1]", "reference")) == {
+        "compiled[num_warps=2]": {"num_warps": 2}, "compiled[config=1]": None}

@@ -301,13 +301,18 @@ def test_compiling_ahead_shares_the_work_with_the_gpu_worker(tmp_path, monkeypat
                                                                         runs[2].cache_loads)
 
 
-def test_a_kernel_assuming_the_default_num_warps_is_found_by_a_variant_pair():
+def test_a_kernel_assuming_the_default_num_warps_is_found_by_a_variant_pair(tmp_path):
     # the default opinions pass it (num_warps=4 everywhere; the interpreter cannot read the option and
     # is set aside with a named limitation); compiled against compiled[num_warps=2] finds it
     default = _run(H.warps_assumed)
     assert default.status == "passed" and default.judged > 0, default.report()
-    r = _run(H.warps_assumed, backends=("compiled", "compiled[num_warps=2]"))
+    r = _run(H.warps_assumed, backends=("compiled", "compiled[num_warps=2]"), repro_dir=tmp_path)
     assert r.opinions == ("compiled", "compiled[num_warps=2]", "reference")
     d = r.failures[0]
     print(f"\nnum_warps variant: {d.verdict} after {r.first_failure} case(s)")
     assert d.verdict.label == "compiled[num_warps=2] wrong", r.report()
+    # the reproducer runs both variants (never a recorded result for a variant, which could not go green)
+    assert d.repro_path is not None, d.repro_note
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True, cwd=d.repro_path.parent)
+    print(ran.stdout[-600:])
+    assert ran.returncode == 1 and "compiled[num_warps=2]: ran here" in ran.stdout, ran.stdout + ran.stderr

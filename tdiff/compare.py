@@ -153,9 +153,8 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | floa
         else:
             same = (a == b) & (np.signbit(a) == np.signbit(b))
         return same | (nan_a & nan_b)
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.abs(a - b)
-        allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + tol.scale * scale
+    diff, allowed = _diff_allowed(a, b, tol, scale)
+    with np.errstate(invalid="ignore"):
         ok = diff <= allowed
     inf = np.isinf(a) | np.isinf(b)
     ok = np.where(inf, a == b, ok)
@@ -166,12 +165,18 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | floa
     return ok
 
 
+def _diff_allowed(a: np.ndarray, b: np.ndarray, tol: Tolerance,
+                  scale: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """|a - b| and the difference `tol` allows each element (float64 values, same shape)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.abs(a - b), tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + tol.scale * scale
+
+
 def closeness(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | float = 0.0) -> float:
     """How near the finite elements of a and b come to their tolerance: the largest |a - b| / allowed
     (0 where they are equal; 1 at the tolerance). The search climbs it (`hypothesis.target`)."""
+    diff, allowed = _diff_allowed(a, b, tol, scale)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(a - b)
-        allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + tol.scale * scale
         r = np.where(diff > 0, diff / np.maximum(allowed, np.finfo(np.float64).tiny), 0.0)
     r = r[np.isfinite(r)]
     return float(r.max()) if r.size else 0.0

@@ -40,6 +40,7 @@ from triton.runtime.jit import JITFunction
 
 from . import dtypes, kernels
 from .backends import shims, undefined
+from .backends.base import BackendSpec
 from .case import Case
 from .evidence import Evidence
 from .outcome import GUARD_BYTES, Outcome
@@ -293,8 +294,6 @@ def _find_jit(check: Any, name: str, module: str) -> Any:
 def _variants(sides: tuple[str, ...]) -> dict[str, dict | None]:
     """For each compiled-variant side, the launch options it sets on every launch; None for a variant
     the recorded launches cannot replay (another autotune config changes constexprs and grids)."""
-    from .backends.base import BackendSpec
-
     out: dict[str, dict | None] = {}
     for s in sides:
         base = s.split(":")[0].rstrip("'")

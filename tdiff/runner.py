@@ -61,8 +61,8 @@ class Runner:
         t0 = time.perf_counter()
         result = self.new_result(check)
         judge = self.judge(check, result)
+        workers = self.precompile_workers(judge)
         if isinstance(self.executor, Pool):
-            workers = self.precompile_workers(judge)
             self.executor.warm([judge.spec(s).lane for s in judge.opinions.specs]
                                + [BackendSpec("precompile", slot=i).lane for i in range(workers)])
         budget = self.budget(check, judge.opinions)
@@ -70,7 +70,6 @@ class Runner:
             if self.options.replay and self.options.corpus_dir is not None:
                 for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):
                     self.replay_entry(check, entry, result, judge)
-            workers = self.precompile_workers(judge)
             ahead, started = None, {}
             if workers:
                 def ahead(cases: list[Case]) -> None:

@@ -46,6 +46,7 @@ def _scan(fn: Any) -> tuple[frozenset[str], tuple[Any, ...]]:
     return frozenset(kinds), tuple(callees)
 
 
+@lru_cache(maxsize=256)
 def dot_kinds(jit: JITFunction) -> frozenset[str]:
     """"dot:tf32" / "dot:ieee" for the dots in `jit` and the jit functions it reaches."""
     seen: set[int] = set()

@@ -204,7 +204,7 @@ class Pool:
         self.workers: dict[str, Worker] = {}
         self.closed = False
         # background jobs (compiles ahead of use): waiting per lane, the one running per lane, finished
-        self.queued: dict[str, deque[Job]] = {}
+        self.queued: dict[str, deque[tuple[Job, float]]] = {}  # lane -> (job, timeout)
         self.running: dict[str, tuple[Job, float, float]] = {}  # lane -> (job, deadline, timeout)
         self.finished: list[Outcome] = []
 
@@ -239,7 +239,7 @@ class Pool:
         """Queue jobs to run beside everything else, one at a time per lane; they advance whenever
         the pool is used (`reap`) and never delay a `run_many`."""
         for job in jobs:
-            self.queued.setdefault(job.spec.lane, deque()).append((job, timeout))  # type: ignore[arg-type]
+            self.queued.setdefault(job.spec.lane, deque()).append((job, timeout))
         self.reap()
 
     def reap(self, wait: bool = False, cancel: bool = False) -> list[Outcome]:
@@ -264,7 +264,7 @@ class Pool:
                 del self.running[lane]
             queue = self.queued.get(lane)
             if queue:
-                job, timeout = queue.popleft()  # type: ignore[misc]
+                job, timeout = queue.popleft()
                 w.submit(job)
                 self.running[lane] = (job, time.monotonic() + timeout, timeout)
             if not queue:

@@ -69,6 +69,7 @@ class Comparison:
     forgiven: list[Forgiven] = field(default_factory=list)
     coarse: list[str] = field(default_factory=list)  # targets judged with the coarse scale
     closeness: float = 0.0  # the largest |a - b| / allowed over finite float elements (>= 1: beyond tolerance)
+    tf32_from_source: bool = False  # no interpreter trace: tf32 allowed because the source has a tf32 tl.dot
 
     @property
     def ok(self) -> bool:
@@ -440,6 +441,8 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
     cmp = Comparison(a, b)
     va, vb = view(a, case), view(b, case)
     ops = rules.ops(va, vb)
+    traced = any(v is not None and v.outcome.trace is not None for v in (rules.guide, va, vb))
+    cmp.tf32_from_source = not traced and ops is not None and "dot:tf32" in ops
     sampled = _sampled(va, vb)
     if rules.guide is not None and rules.guide.outcome.trace is not None and rules.guide.outcome.trace.sampled:
         sampled = sampled or rules.guide

@@ -112,8 +112,10 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
             out.append(("range-edge", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` differ only at the "
                                       f"range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}): not failed"))
         if p.comparison.coarse:
+            tf32 = ", tf32 rounding allowed (a tl.dot at default precision in the kernel's source)" \
+                if p.comparison.tf32_from_source else ""
             out.append(("coarse", f"{p.a} vs {p.b}: `{', '.join(sorted(set(p.comparison.coarse)))}` judged with a "
-                                  "coarse tolerance scale (no interpreter dataflow for those elements)"))
+                                  f"coarse tolerance scale (no interpreter dataflow for those elements){tf32}"))
     for r in ev.reports.values():
         out += r.notes
     return out

@@ -70,12 +70,14 @@ class Run:
 
 
 TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.search.guide) on or off
+THRESHOLDS = [True]  # --thresholds: size strategies draw the constants the kernel compares sizes with
 BUDGET: dict = {}  # --compile-budget / --max-compiles: the compile budget policy (with a GPU)
 
 
 def options(seed: int, examples: int | None, isolation: str) -> tdiff.RunOptions:
     return tdiff.RunOptions(profile="ci", seed=seed, max_examples=examples, corpus_dir=None, repro_dir=None,
-                            shrink_budget=0, isolation=isolation, targeting=TARGETING[0], **BUDGET)
+                            shrink_budget=0, isolation=isolation, targeting=TARGETING[0], thresholds=THRESHOLDS[0],
+                            **BUDGET)
 
 
 class RecordingRunner(tdiff.Runner):
@@ -238,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targeting", default="off", choices=("on", "off"),
                     help="hypothesis's target phase climbing each case's closeness and kernel lines (default off, "
                          "as in tdiff)")
+    ap.add_argument("--thresholds", default="on", choices=("on", "off"),
+                    help="size strategies also draw the sizes on the constants the kernel and its launch compare "
+                         "sizes with (default on, as in tdiff)")
     ap.add_argument("--compile-budget", type=float, default=None,
                     help="compile seconds per check on new combinations of classes (tdiff's default: 30)")
     ap.add_argument("--max-compiles", type=int, default=None,
@@ -251,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = 3 if args.quick else args.seeds
     fa_seeds = 1 if args.quick else args.fa_seeds
     TARGETING[0] = args.targeting == "on"
+    THRESHOLDS[0] = args.thresholds == "on"
     if args.compile_budget is not None:
         BUDGET["compile_budget"] = args.compile_budget
     if args.max_compiles is not None:
@@ -335,7 +341,7 @@ def render(mutant_rows: list[dict], orig_rows: list[dict], args: Any, seeds: int
     lines = ["# tdiff power benchmark", ""]
     ex = args.examples or 20
     lines.append(f"Profile `ci` ({ex} examples per run), hypothesis seeds 0..{seeds - 1}, isolation "
-                 f"`{args.isolation}`, targeting {args.targeting}, compile budget "
+                 f"`{args.isolation}`, targeting {args.targeting}, thresholds {args.thresholds}, compile budget "
                  f"{BUDGET or 'default'}, no corpus, no tdiff shrinking; triton "
                  f"{triton.__version__}, "
                  f"{'GPU' if _gpu() else 'no GPU (interpreter vs reference)'}, {os.cpu_count()} CPU(s), "

@@ -593,6 +593,45 @@ def gelu_wrong_cubic(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, _gelu_wrong(x), mask=mask)
 
 
+# ------------------------------------------------------------------ coverage: paths only rare sizes reach
+
+@mutant(swiglu.swiglu_fwd, kind="coverage: rare size class",
+        bug="an `h % 80 == 0` fast path that drops the masks (assumes BLOCK divides h)",
+        trigger="H a multiple of 80 (80, 160): the path runs and its last block reads and writes past h")
+@triton.jit
+def swiglu_h80_fastpath(a_ptr, b_ptr, out_ptr, stride_ar, stride_ac, stride_br, stride_bc, h, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    if h % 80 == 0:  # a fast path for a common hidden size
+        mask = cols < BLOCK  # BUG: 80 is not a multiple of BLOCK (64)
+    else:
+        mask = cols < h
+    a = tl.load(a_ptr + row * stride_ar + cols * stride_ac, mask=mask, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + row * stride_br + cols * stride_bc, mask=mask, other=0.0).to(tl.float32)
+    silu = a * tl.sigmoid(a)
+    tl.store(out_ptr + row * h + cols, silu * b, mask=mask)
+
+
+@mutant(rms_norm.rms_norm_fwd, kind="coverage: rare dtype and size",
+        bug="a float16 long-row path (`n_cols > 72`) whose mean square divides by BLOCK, not n_cols",
+        trigger="float16 x with 73 to 127 columns (BLOCK is the next power of two)")
+@triton.jit
+def rms_norm_long_row_fp16(x_ptr, w_ptr, y_ptr, rstd_ptr, stride_row, stride_col, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=mask, other=0.0)
+    xf = x.to(tl.float32)
+    ms = tl.sum(xf * xf, axis=0) / n_cols
+    if x.dtype == tl.float16:  # noqa: SIM102 (a constexpr test, then a runtime one)
+        if n_cols > 72:  # a long-row path for half inputs
+            ms = tl.sum(xf * xf, axis=0) / BLOCK  # BUG: BLOCK, not n_cols
+    rstd = 1.0 / tl.sqrt(ms + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n_cols + cols, x.to(tl.float32) * rstd * w, mask=mask)
+    tl.store(rstd_ptr + row, rstd)
+
+
 # ------------------------------------------------------------------ which drawn cases can show each bug
 
 def _shape(c: Any, name: str) -> tuple[int, ...]:
@@ -660,6 +699,8 @@ TRIGGERS = {
                                                                           or _shape(c, "b")[1] % 16 != 0),
     "axpb_hardcoded_block": lambda c: c.config == 1 and _shape(c, "x")[0] > 256,
     "gelu_wrong_cubic": _gelu_range,
+    "swiglu_h80_fastpath": lambda c: (_shape(c, "ab")[1] // 2) % 80 == 0,
+    "rms_norm_long_row_fp16": lambda c: c.inputs["x"].dtype == "float16" and 72 < _shape(c, "x")[1] < 128,
 }
 
 for _m in MUTANTS:

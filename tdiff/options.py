@@ -37,6 +37,8 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                                       "the README's compile budget section)"),
     ("targeting", str, "targeting", "on (hypothesis climbs each case's largest difference over tolerance and the "
                                     "kernel lines it ran) or off (default; see the README's power table)"),
+    ("thresholds", str, "thresholds", "on (default: size strategies also draw the sizes on the constants the kernel "
+                                      "and its launch compare sizes with) or off"),
 ]
 
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
@@ -80,9 +82,9 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             for p in parts:
                 BackendSpec.parse(p)  # a ValueError names the bad one
             value = parts
-        elif field == "targeting":
+        elif field in ("targeting", "thresholds"):
             if value not in ("on", "off"):
-                raise ValueError(f"--tdiff-targeting must be on or off, not {value!r}")
+                raise ValueError(f"--tdiff-{name} must be on or off, not {value!r}")
             value = value == "on"
         elif field in DEFAULT_DIRS:
             value = None if value.lower() == "none" else root / value

@@ -17,8 +17,10 @@ from .budget import CompileBudget, layout_of
 from .case import Case
 from .evidence import Evidence
 from .judge import CaseJudge, HangBudgetSpent
+from .kernels import jit_function
 from .settings import hypothesis_settings
 from .strategies import case_strategy
+from .thresholds import thresholds
 from .verdict import NOT_JUDGED, Verdict
 
 
@@ -113,7 +115,8 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
             raise _Diverged(str(verdict))
 
     settings = hypothesis_settings(options, check.max_examples)
-    wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None))(test))
+    found = thresholds(jit_function(check.kernel), check.launch) if options.thresholds else ()
+    wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None, found))(test))
     inner = wrapped.hypothesis.inner_test  # type: ignore[attr-defined]
     inner._hypothesis_internal_add_digest = check.id.encode()
     if options.seed is not None:

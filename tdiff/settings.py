@@ -48,6 +48,8 @@ class RunOptions:
     # hypothesis's target phase climbs each case's closeness and kernel lines run; off by default: at the
     # ci example count it found fewer planted bugs (bench/power.md)
     targeting: bool = False
+    # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.thresholds)
+    thresholds: bool = True
     gpu: int | None = None
 
     def with_(self, **changes: Any) -> RunOptions:

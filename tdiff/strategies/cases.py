@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from .. import dtypes, kernels
 from ..case import Case, TensorArg
 from ..errors import DeclarationError
-from .sizes import specialization
+from .sizes import Threshold, size_hints, specialization
 from .tensors import TensorStrategy
 
 
@@ -65,12 +65,14 @@ def _tensor_spec(strategy: Any) -> TensorStrategy | None:
     return getattr(strategy, "tensor_spec", None)
 
 
-def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None) -> st.SearchStrategy[Case]:
+def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
+                  thresholds: Sequence[Threshold] = ()) -> st.SearchStrategy[Case]:
     """Draw a `Case` for a check.
 
     Tensors drawn by `tst.tensors` get their dtype, shape and layout first and their values last;
     `admit`, if given, sees the case before its values are drawn (every tensor element poison) and
-    may reject it, which costs little of a draw.
+    may reject it, which costs little of a draw. `thresholds` (`tdiff.thresholds`) are the sizes the
+    kernel branches on: the size strategies also draw them (see `sizes.size_hints`).
     """
     n_configs = len(kernels.configs(check.kernel))
     indices = list(check.configs) if check.configs else list(range(n_configs))
@@ -78,6 +80,10 @@ def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None) -> st
 
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
+        with size_hints(thresholds):
+            return _draw_case(draw)
+
+    def _draw_case(draw: st.DrawFn) -> Case:
         config = draw(st.sampled_from(indices)) if indices else None
         if config is not None:
             event(f"tdiff: config #{config}")

@@ -2,12 +2,60 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from functools import cache
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import cache, lru_cache
+from typing import Any, Protocol
 
 from hypothesis import strategies as st
 
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
+
+
+class Threshold(Protocol):
+    def values(self, lo: int, hi: int) -> list[int]: ...
+
+
+_HINTS: ContextVar[tuple[Threshold, ...]] = ContextVar("tdiff_size_hints", default=())
+
+
+@contextmanager
+def size_hints(found: Sequence[Threshold]) -> Iterator[None]:
+    """While drawing, let `sizes`, `sides` and `ints` also draw the values that sit on these
+    thresholds (`tdiff.thresholds`: constants the kernel or its launch compares sizes with), each
+    strategy within its own bounds. Without thresholds in range, a strategy draws as it would
+    without hints."""
+    token = _HINTS.set(tuple(found))
+    try:
+        yield
+    finally:
+        _HINTS.reset(token)
+
+
+@lru_cache(maxsize=1024)
+def _near(found: tuple[Threshold, ...], lo: int, hi: int) -> tuple[int, ...]:
+    return tuple(sorted({v for t in found for v in t.values(lo, hi)}))
+
+
+def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
+    """One of `special` or any integer in [lo, hi]; where thresholds are in range, also one of their values."""
+    plain = st.integers(lo, hi)
+    branches = (st.sampled_from(special), plain) if special else (plain,)
+    base = st.one_of(*branches) if special else plain
+    with_near: dict[tuple[int, ...], st.SearchStrategy[int]] = {}
+
+    @st.composite
+    def draw(draw: Any) -> int:
+        found = _HINTS.get()
+        near = _near(found, lo, hi) if found else ()
+        if not near:
+            return draw(base)
+        if near not in with_near:
+            with_near[near] = st.one_of(*branches, st.sampled_from(near))
+        return draw(with_near[near])
+
+    return draw()
 
 
 def _within(values: list[int], lo: int, hi: int) -> list[int]:
@@ -37,16 +85,14 @@ def _sizes(blocks: tuple[int, ...], min_value: int, max_value: int | None, max_b
         for k in range(1, max_blocks + 1):
             edges += [k * b - 1, k * b, k * b + 1]
     special = _within(edges, min_value, top)
-    plain = st.integers(min_value, top)
-    return st.one_of(st.sampled_from(special), plain) if special else plain
+    return _hinted(special, min_value, top)
 
 
 @cache
 def ints(min_value: int = 1, max_value: int = 4096) -> st.SearchStrategy[int]:
     """Integers hitting each class Triton specializes on: equal to 1, divisible by 16, odd, other."""
     special = _within([1, 16, 32, 48, 64, 3, 7, 17, 33, 2, 6, 24, 0, -1], min_value, max_value)
-    plain = st.integers(min_value, max_value)
-    return st.one_of(st.sampled_from(special), plain) if special else plain
+    return _hinted(special, min_value, max_value)
 
 
 def specialization(n: int) -> str:
@@ -64,5 +110,4 @@ def sides(min_side: int = 1, max_side: int = 64) -> st.SearchStrategy[int]:
     edges = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257,
              48, 80, 96, 112, 144, 160, 192]  # multiples of 16 that are not powers of two (masks that assume them)
     special = _within(edges, min_side, max_side)
-    plain = st.integers(min_side, max_side)
-    return st.one_of(st.sampled_from(special), plain) if special else plain
+    return _hinted(special, min_side, max_side)

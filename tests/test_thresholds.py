@@ -1,0 +1,117 @@
+"""Thresholds: the constants a kernel and its launch compare sizes with are read off the source, and
+the size strategies draw the sizes on them, so a bug on the far side of `if n <= 600` or in an
+`n % 100 == 0` fast path is found at the CI example count."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tdiff
+from tdiff import strategies as tst
+from tdiff.kernels import jit_function
+from tdiff.strategies.sizes import size_hints
+from tdiff.thresholds import Threshold, thresholds
+
+from . import coverage_kernels as CK
+
+OPTS = tdiff.RunOptions(profile="ci", isolation="none", corpus_dir=None, repro_dir=None, shrink_budget=0)
+GLOBAL_LIMIT = 4000
+
+
+def _check(kernel):
+    (c,) = tdiff.declaration.checks_of(kernel)
+    return c
+
+
+@pytest.fixture
+def no_local_constants(monkeypatch):
+    """hypothesis draws some integers from constants in the repository's source; without them the
+    draws do not depend on what else the code holds (see bench/power.py: freeze_local_constants)."""
+    providers = pytest.importorskip("hypothesis.internal.conjecture.providers")
+    if not hasattr(providers, "_get_local_constants") or not hasattr(providers, "Constants"):
+        pytest.skip("this hypothesis draws no local constants")
+    monkeypatch.setattr(providers, "_get_local_constants", lambda: providers.Constants())
+    with contextlib.suppress(Exception):
+        providers.CONSTANTS_CACHE.cache.clear()
+    yield
+    with contextlib.suppress(Exception):
+        providers.CONSTANTS_CACHE.cache.clear()
+
+
+def test_comparisons_and_moduli_are_read_from_the_kernel_and_the_launch():
+    c = _check(CK.threshold_bug)
+    assert [(t.kind, t.constant, t.remainder) for t in thresholds(jit_function(c.kernel), c.launch)] == \
+        [("modulus", 100, 0)]
+    c = _check(CK.launch_threshold_bug)
+    (t,) = thresholds(jit_function(c.kernel), c.launch)  # `n <= LIMIT` in launch, LIMIT a module constant
+    assert (t.kind, t.constant) == ("compare", 600) and t.where.startswith("coverage_kernels.py:")
+    assert thresholds(jit_function(c.kernel), None) == ()
+
+
+def _helper(n):
+    return 1024 if n > GLOBAL_LIMIT else 256
+
+
+def test_python_callees_of_the_launch_are_read_and_small_or_float_constants_are_not():
+    def launch(kernel, x):
+        n = x.numel()
+        if n > 2.5 or n == 2 or n % 2 == 0:  # a float, and constants every strategy draws anyway
+            pass
+        return _helper(n)
+
+    (t,) = thresholds(None, launch)
+    assert (t.kind, t.constant) == ("compare", GLOBAL_LIMIT)
+
+
+def test_threshold_values_within_bounds():
+    assert Threshold("compare", 600).values(1, 2000) == [599, 600, 601]
+    assert Threshold("compare", 600).values(1, 600) == [599, 600]
+    assert Threshold("modulus", 100).values(1, 450) == [100, 200, 300, 400]
+    assert Threshold("modulus", 16, 3).values(1, 60) == [19, 35, 51]
+    many = Threshold("modulus", 16).values(1, 100_000)
+    assert len(many) == 12 and many[:4] == [16, 32, 48, 64] and all(v % 16 == 0 for v in many)
+
+
+def _draws(hints, strategy, n=60):
+    seen: list[int] = []
+
+    @settings(max_examples=n, database=None, derandomize=True)
+    @given(st.data())
+    def run(data):
+        with size_hints(hints):
+            seen.append(data.draw(strategy))
+
+    run()
+    return seen
+
+
+@pytest.mark.parametrize("strategy", [tst.sizes(block=16, max_value=2000), tst.sides(1, 2000), tst.ints(1, 2000)])
+def test_size_strategies_draw_the_thresholds_in_their_range_and_nothing_else_changes(strategy):
+    seen = _draws((Threshold("compare", 777),), strategy)
+    assert {776, 777, 778} & set(seen)
+    assert all(1 <= v <= 2000 for v in seen)
+    # thresholds outside the strategy's range: the same draws as without any
+    assert _draws((Threshold("compare", 5000),), strategy) == _draws((), strategy)
+
+
+def test_a_bug_in_a_fast_path_for_multiples_is_found(no_local_constants):
+    with pytest.raises(tdiff.DivergenceError, match="disagrees with reference"):
+        tdiff.verify(CK.threshold_bug, options=OPTS)
+
+
+def test_a_launch_threshold_off_by_its_block_is_found(no_local_constants):
+    with pytest.raises(tdiff.DivergenceError, match="unobserved result"):
+        tdiff.verify(CK.launch_threshold_bug, options=OPTS)
+
+
+def test_thresholds_option_is_validated():
+    from tdiff import options
+
+    with pytest.raises(ValueError, match="--tdiff-thresholds must be on or off"):
+        options.build(lambda name: "maybe" if name == "thresholds" else None, __import__("pathlib").Path("."))
+    assert options.build(lambda name: "off" if name == "thresholds" else None,
+                         __import__("pathlib").Path(".")).thresholds is False

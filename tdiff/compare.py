@@ -273,13 +273,18 @@ class Rules:
                 found = {"farith", "transcendental", "reduce", *dots}
         return found
 
-    def tolerance_for(self, path: str, dt: str, ops: set[str] | None) -> Tolerance:
+    def tolerance_for(self, path: str, dt: str, ops: set[str] | None, reference: bool = False) -> Tolerance:
         """The tolerance of a target, from the ops the kernel ran and the target's dtype (arithmetic
         in a narrower type than the output's is not forgiven: accumulating in fp16 is a classic bug;
         a check whose kernel does it on purpose declares the tolerance it accepts); the check's own
         tolerances override it."""
-        base = resolve(self.tolerance, from_ops(ops, dt), dt)
+        base = resolve(self.tolerance, from_ops(ops, dt, reference), dt)
         return resolve(self.tolerances.get(path), base, dt)
+
+
+def _has_reference(cmp: Comparison) -> bool:
+    """Whether one side of the comparison is the check's reference (not a backend of the kernel)."""
+    return any(o.backend.split(":")[0] == "reference" for o in (cmp.a, cmp.b))
 
 
 def _guide_target(rules: Rules, va: View, vb: View, path: str) -> Target | None:
@@ -308,7 +313,7 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
         return
     if ta.raw.tobytes() == tb.raw.tobytes():
         return
-    tol = rules.tolerance_for(path, ta.dtype.name, ops)
+    tol = rules.tolerance_for(path, ta.dtype.name, ops, _has_reference(cmp))
     va, vb, ra, rb = ta.values, tb.values, ta.raw, tb.raw
     keep = None
     if sampled is not None:  # only what the interpreted programs wrote is comparable
@@ -427,7 +432,8 @@ def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comp
             cmp.mismatches.append(Mismatch(path, "values", f"`{path}`: {names[0]} returned {x!r}, "
                                                            f"{names[1]} returned {y!r}"))
         return
-    tol = rules.tolerance_for(path, "float32" if isinstance(x, float) or isinstance(y, float) else "int64", ops)
+    tol = rules.tolerance_for(path, "float32" if isinstance(x, float) or isinstance(y, float) else "int64", ops,
+                              _has_reference(cmp))
     a, b = np.array([float(x)]), np.array([float(y)])
     m = value_mismatch(path, a, b, tol, coarse_scale(case, 1, ops), names=names)
     if m is not None:

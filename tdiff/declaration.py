@@ -26,6 +26,7 @@ SETTINGS = (
     "launch", "reference", "name", "inputs", "dims", "tolerance", "tolerances", "max_examples",
     "timeout", "check_pointers", "sample_programs", "backends", "configs", "marks", "max_compiles",
     "masked_loads",
+    "unspecified",
 )
 
 
@@ -57,6 +58,7 @@ class Check:
     marks: tuple[Any, ...] = ()
     max_compiles: int | None = None
     masked_loads: str = "undefined"
+    unspecified: str = "fail"
     origin: int = 0  # identity of the declaring module's namespace (tells a re-import from a duplicate)
 
     @property
@@ -208,6 +210,7 @@ def check(
     marks: tuple[Any, ...] | list[Any] = (),
     max_compiles: int | None = None,
     masked_loads: str = "undefined",
+    unspecified: str = "fail",
     **strategies: Any,
 ) -> Callable[[K], K]:
     """Declare how to launch a kernel and what its inputs look like; returns the kernel unchanged.
@@ -231,6 +234,10 @@ def check(
     which Triton leaves undefined: "undefined" (default) fills them with NaN (integers: 0x5A bytes),
     so a kernel whose results depend on them fails; "zero" fills them with 0, as the NVIDIA backend
     happens to (the summary then says undefined reads were not checked).
+    unspecified: a case whose divergence depends on results Triton leaves unspecified (integer
+    division by zero, shifts by the width or more, NaN in min/max under propagate_nan=NONE, float to
+    int out of range) "fail"s (default: the kernel relies on them), or is a "note" (not judged, named
+    in the summary: for checks of the operations themselves).
     Every other keyword names an input: a hypothesis strategy, a tdiff strategy, a list of
     choices (e.g. constexpr values) or a constant.
     """
@@ -307,6 +314,8 @@ def check(
                 raise DeclarationError(f"{where}: backends: {exc}") from None
         if masked_loads not in ("undefined", "zero"):
             raise DeclarationError(f"{where}: masked_loads must be 'undefined' or 'zero', got {masked_loads!r}")
+        if unspecified not in ("fail", "note"):
+            raise DeclarationError(f"{where}: unspecified must be 'fail' or 'note', got {unspecified!r}")
         n_configs = len(kernels.configs(kernel))
         if configs is not None:
             bad = [c for c in configs if not 0 <= c < max(n_configs, 1)]
@@ -329,7 +338,8 @@ def check(
             tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
             timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
             backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
-            marks=tuple(marks), max_compiles=max_compiles, masked_loads=masked_loads, origin=origin,
+            marks=tuple(marks), max_compiles=max_compiles, masked_loads=masked_loads, unspecified=unspecified,
+            origin=origin,
         )
         try:
             setattr(kernel, CHECKS_ATTR, [*existing, c])

@@ -17,7 +17,7 @@ from .opinions import Opinions
 from .outcome import Outcome
 from .results import CheckResult
 from .settings import RunOptions
-from .verdict import NOT_JUDGED, Verdict, decide
+from .verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
 from .workers import InProcess, Job
 
 #: after a hang, runs of the check wait this many times its slowest good run (at least HANG_FLOOR s)
@@ -149,11 +149,25 @@ class CaseJudge:
             return spec
         if what == "zero-fill":
             return spec.with_(masked="zero")
+        if what == "alt-unspecified":
+            return spec.with_(unspecified="alternate")
         return spec.with_(order=what)
 
     def verdict(self, case: Case, final: bool = False, opinions: Opinions | None = None) -> tuple[Verdict, Evidence]:
-        """Judge a case; with `final`, gather every rerun a verdict can use (for the report)."""
+        """Judge a case; with `final`, gather every rerun a verdict can use (for the report).
+
+        A check declared `unspecified="note"` does not fail a case whose divergence depends on results
+        Triton leaves unspecified (the verdict reruns show it): the case is not judged, with the reason."""
         ev = self.evidence(case, opinions)
+        v, ev = self._settle(case, ev, final)
+        if v.failed and self.check.unspecified == "note" and _computes_unspecified(ev):
+            if not final:
+                v, ev = self._settle(case, ev, True)
+            if v.label in (UNSPECIFIED, UNDEFINED):
+                return Verdict(NOT_JUDGED, [f"{v.label} (unspecified='note'): {_unspecified_ops(ev)}"]), ev
+        return v, ev
+
+    def _settle(self, case: Case, ev: Evidence, final: bool) -> tuple[Verdict, Evidence]:
         v = decide(ev, final)
         while v.needs:
             needs = [n for n in v.needs if n not in ev.extra]
@@ -192,6 +206,21 @@ class CaseJudge:
         if not v.failed and v.label != NOT_JUDGED:
             for kind, text in dict(v.notes).items():
                 r.caveat(kind, text)
+            computed = [k for o in ev.outcomes.values() if o.trace is not None for k in o.trace.unspecified]
+            if computed:
+                r.caveat("unspecified", f"results Triton leaves unspecified were computed and compared as the "
+                                        f"backends gave them: {computed[0]}")
+
+
+def _computes_unspecified(ev: Evidence) -> bool:
+    return any(o.trace is not None and (o.trace.unspecified or o.trace.ub) for o in ev.outcomes.values())
+
+
+def _unspecified_ops(ev: Evidence) -> str:
+    """The unspecified operations the interpreter ran, without lane counts (a stable reason)."""
+    found = sorted({k for o in ev.outcomes.values() if o.trace is not None
+                    for k in (*o.trace.unspecified, *(f"{u.what} at {u.line}" for u in o.trace.ub))})
+    return "; ".join(found[:2]) + ("; ..." if len(found) > 2 else "")
 
 
 class SetupError(Exception):

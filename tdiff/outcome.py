@@ -160,6 +160,11 @@ class Trace:
     # undefined; `poisoned`: the run filled them with a poison value (see tdiff.backends.undefined)
     undefined: dict[str, int] = field(default_factory=dict)
     poisoned: bool = False
+    # "what at file:line: code" -> lanes whose result Triton leaves unspecified (integer division by zero,
+    # shifts by the width or more, NaN in min/max under propagate_nan=NONE; see tdiff.backends.unspecified);
+    # `alternate`: the run gave those lanes another value
+    unspecified: dict[str, int] = field(default_factory=dict)
+    alternate: bool = False
 
 
 @dataclass

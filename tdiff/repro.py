@@ -771,6 +771,36 @@ if _stock_nan():
     _B.create_maxnumf, _B.create_minnumf = _num_minmax(np.fmax), _num_minmax(np.fmin)
 '''
 
+_SHIM_CODE["fma-rounding"] = '''
+def _fma_once(x, y, z, out):  # x * y + z rounded once (the float64 sum rounded to odd, then to the type)
+    with np.errstate(all="ignore"):
+        p = x.astype(np.float64) * y.astype(np.float64)
+        c = z.astype(np.float64)
+        s = p + c
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        nudge = np.isfinite(s) & np.isfinite(e) & (e != 0) & ((s.view(np.uint64) & np.uint64(1)) == 0)
+        s = np.where(nudge, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(out)
+
+
+def _fused(stock):
+    def create_fma(self, x, y, z):
+        res = stock(self, x, y, z)
+        data = np.asarray(res.data)
+        if data.dtype not in (np.float32, np.float16):
+            return res
+        once = _fma_once(*(np.broadcast_to(np.asarray(h.data), data.shape) for h in (x, y, z)), data.dtype)
+        if not np.array_equal(once.view(np.uint8), np.ascontiguousarray(data).view(np.uint8)):
+            _used("fma-rounding")
+        return _interp.TensorHandle(once, res.dtype)
+
+    return create_fma
+
+
+_B.create_fma = _fused(_B.create_fma)
+'''
+
 #: libdevice: the table (tests compare it with tdiff's), then the stubs replaced
 _LIBDEVICE_TABLE = '''
 import math as _math

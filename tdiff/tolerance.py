@@ -28,14 +28,9 @@ from functools import lru_cache
 from typing import Any
 
 from .dtypes import DType, dtype
+from .op_classes import tolerance_class
 
 TF32_EPS = 2.0**-10
-
-#: op classes the interpreter reports (see backends.interpreter) and their tolerance class
-OP_CLASS = {
-    "farith": "arith", "transcendental": "transcendental", "reduce": "reduce", "scan": "reduce",
-    "atomic": "reduce", "dot:tf32": "tf32", "dot:ieee": "dot", "dot:lowp": "dot", "dot": "dot",
-}
 
 # (rtol, scale) as multiples of the output dtype's eps, by dtype width
 _MULT = {
@@ -109,23 +104,25 @@ def combine(tols: Iterable[Tolerance]) -> Tolerance:
                      name="+".join(sorted({t.name.split("/")[0] for t in loose})) + f"/{loose[0].name.split('/')[-1]}")
 
 
-def from_ops(ops: Iterable[str] | None, dt: str | DType) -> Tolerance:
-    """The default tolerance for an output of dtype `dt` of a kernel that performed `ops`.
+def from_ops(ops: Iterable[str] | None, dt: str | DType, reference: bool = False) -> Tolerance:
+    """The default tolerance for an output of dtype `dt` of a kernel that performed `ops` (op tags,
+    classed in `tdiff.op_classes`), compared between two backends of the kernel or, with `reference`,
+    against a reference.
 
     `ops=None` means unknown (no interpreter ran): all floating classes but tf32 are assumed.
     """
-    return _from_ops(None if ops is None else frozenset(ops), dtype(dt).name)
+    return _from_ops(None if ops is None else frozenset(ops), dtype(dt).name, reference)
 
 
 @lru_cache(maxsize=1024)
-def _from_ops(ops: frozenset[str] | None, name: str) -> Tolerance:
+def _from_ops(ops: frozenset[str] | None, name: str, reference: bool) -> Tolerance:
     dt = dtype(name)
     if not dt.is_float:
         return Tolerance(exact=True, name="exact")
     if ops is None:
         classes = {"arith", "transcendental", "reduce", "dot"}
     else:
-        classes = {OP_CLASS[o] for o in ops if o in OP_CLASS}
+        classes = {c for c in (tolerance_class(o, reference) for o in ops) if c is not None}
     if not classes:
         return Tolerance(exact=True, name="exact")
     return combine(Tolerance.preset(c, dt) for c in sorted(classes))

@@ -46,6 +46,7 @@ UNDECIDED = "undecided"
 NONDETERMINISTIC = "nondeterministic"
 RACE = "race between programs"
 UNDEFINED_LANES = "reads undefined masked lanes"
+UNSPECIFIED = "depends on unspecified results"
 OUT_OF_BOUNDS = "out of bounds"
 OUTSIDE_VIEW = "writes outside its view"
 UNDEFINED = "undefined behaviour"
@@ -140,6 +141,25 @@ def _undefined_loads(ev: Evidence, side: str) -> dict[str, int]:
     if kind_of(side) != "interpreter" or o is None or o.trace is None or not o.trace.poisoned:
         return {}
     return o.trace.undefined
+
+
+def _unspecified(ev: Evidence, side: str) -> dict[str, int]:
+    """The operations whose results Triton leaves unspecified that `side`'s interpreter run computed."""
+    o = ev.outcomes.get(side)
+    if kind_of(side) != "interpreter" or o is None or o.trace is None:
+        return {}
+    return o.trace.unspecified
+
+
+def _unspecified_verdict(ev: Evidence, side: str, what: str, pair: tuple[str, str], targets: tuple[str, ...],
+                         detail: list[str]) -> Verdict:
+    found = sorted(_unspecified(ev, side).items(), key=lambda kv: -kv[1])
+    where = "; ".join(f"{k} ({n} lane(s))" for k, n in found[:3]) + ("; ..." if len(found) > 3 else "")
+    return Verdict(UNSPECIFIED, [
+        f"{what} and {side}'s own result changes when the results Triton leaves unspecified take another value: "
+        "the kernel's output depends on them (another backend or GPU may give anything there); keep those "
+        "operands out of the unspecified domain, or declare the check unspecified='note' if testing the "
+        "operation itself", f"unspecified: {where}", *detail], pair=pair, kind="values", targets=targets)
 
 
 def _lanes_verdict(ev: Evidence, side: str, what: str, kind: str, targets: tuple[str, ...],
@@ -261,6 +281,8 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
             keys = [f"reversed:{side}", f"shuffled:{side}"]
             if _undefined_loads(ev, side):
                 keys.insert(0, f"zero-fill:{side}")
+            if _unspecified(ev, side):
+                keys.insert(0, f"alt-unspecified:{side}")
         elif kind != "interpreter":
             keys = [f"again:{side}"]
         else:
@@ -274,6 +296,11 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
                 continue
             c = ev.compare(ev.outcomes[side], rerun)
             if not c.ok:
+                if key.startswith("alt-unspecified"):
+                    other = p.b if side == p.a else p.a
+                    return _unspecified_verdict(ev, side, f"{side}'s result differs from {other},", (p.a, p.b),
+                                                _targets(p.comparison) if p.comparison else _targets(c),
+                                                [p.comparison.summary()] if p.comparison else [])
                 if key.startswith("zero-fill"):
                     return _lanes_verdict(ev, side, f"{side}'s result differs from {p.b if side == p.a else p.a},",
                                           "values", _targets(p.comparison) if p.comparison else _targets(c),

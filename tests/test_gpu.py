@@ -316,3 +316,27 @@ def test_a_kernel_assuming_the_default_num_warps_is_found_by_a_variant_pair(tmp_
     ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True, cwd=d.repro_path.parent)
     print(ran.stdout[-600:])
     assert ran.returncode == 1 and "compiled[num_warps=2]: ran here" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_exact_operations_agree_bit_for_bit_with_the_compiled_kernel():
+    # tl.fma is rounded once by the GPU (fma.rn.f32) and by tdiff's interpreter (shim fma-rounding);
+    # a conversion to bf16 rounds to nearest even on both: compared bit for bit, they agree
+    from tdiff.backends import shims
+    from tests import semantics_kernels as SK
+
+    opts = tdiff.RunOptions(profile="ci", isolation="none", corpus_dir=None, repro_dir=None,
+                            backends=("compiled", "interpreter"), max_examples=50)
+    (fma,) = tdiff.verify(SK.fma_kernel, options=opts)
+    assert fma.status == "passed" and fma.judged > 0 and fma.shims[shims.FMA_ROUNDING] > 0, fma.report()
+    (cast,) = tdiff.verify(SK.to_bf16, options=opts)
+    assert cast.status == "passed" and cast.judged > 0, cast.report()
+
+
+def test_an_integer_division_by_zero_is_named_on_the_gpu():
+    from tests import semantics_kernels as SK
+
+    opts = tdiff.RunOptions(profile="ci", isolation="none", corpus_dir=None, repro_dir=None,
+                            backends=("compiled", "interpreter"), max_examples=50)
+    (res,) = tdiff.verify(SK.divide_noted, options=opts)  # compiled and interpreter may differ there: a note
+    print("\n" + res.report())
+    assert res.status == "passed" and res.judged > 0

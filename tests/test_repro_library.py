@@ -153,6 +153,7 @@ def _all_shims(x_ptr, b_ptr, acc_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
     total = tl.sum(acc, axis=0)  # a bf16 reduction (bf16-arith)
     pos = live and (x > 0)  # tensor-and-or
     y = tl.where(pos, rsqrt(tl.abs(x) + 1.0), tl.maximum(x, 0.25))  # libdevice; nan-minmax on NaN inputs
+    y = tl.fma(y, y, -(y * y))  # fma-rounding: the product's rounding error, 0 if rounded twice
     tl.store(out_ptr + offs, y * scale + acc.to(tl.float32) + total.to(tl.float32), mask=live)  # float-args
 
 

@@ -50,6 +50,9 @@ class BackendSpec:
     check_pointers: bool = True
     sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
     masked: str = "undefined"  # masked-out lanes of a load without other=: "undefined" (poisoned) or "zero"
+    # results Triton leaves unspecified (integer division by zero, ...): as the interpreter computes them
+    # ("default") or another value ("alternate", for a verdict rerun; see backends.unspecified)
+    unspecified: str = "default"
     slot: int = 0  # precompile: which of the compile workers runs it
     # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
     # (as Triton spells them), and an autotune config index that replaces the case's
@@ -89,6 +92,8 @@ class BackendSpec:
             parts.append("fp64")
         if self.masked != "undefined" and self.kind == "interpreter":
             parts.append("zero-fill")
+        if self.unspecified != "default" and self.kind == "interpreter":
+            parts.append("alt-unspecified")
         if self.device:
             parts.append(self.device)
         return ":".join(parts)
@@ -160,6 +165,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["upcast"] = True
         elif opt == "zero-fill":
             out["masked"] = "zero"
+        elif opt == "alt-unspecified":
+            out["unspecified"] = "alternate"
         elif opt == "cpu" or opt.startswith("cuda"):
             out["device"] = opt
         else:

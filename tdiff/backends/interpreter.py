@@ -40,7 +40,7 @@ from ..plan import (
     launch_record,
     route_launches,
 )
-from . import coverage, dataflow, interpret_scope, shims, undefined
+from . import coverage, dataflow, interpret_scope, shims, undefined, unspecified
 from .base import BackendSpec, Target, error_info, user_line_now
 from .interpret_scope import interpreting, rewritten
 from .memory import Memory, Region, violation
@@ -67,6 +67,7 @@ class InterpreterOptions:
     check_pointers: bool = True
     record_stores: bool = True
     poison: bool = True  # fill masked-out lanes of a load without other= with a poison value (`undefined`)
+    alternate: bool = False  # give lanes whose result Triton leaves unspecified another value (`unspecified`)
 
 
 def all_programs(grid: Program) -> list[Program]:
@@ -218,6 +219,9 @@ _MISSING = object()
 
 _OP_TAGS = {f"create_{op}": "transcendental" for op in TRANSCENDENTAL}
 _OP_TAGS.update({f"create_{op}": "farith" for op in FLOAT_ARITH})
+# operations with a class of their own (see tdiff.op_classes)
+_OP_TAGS.update({"create_fma": "fma", "create_precise_divf": "div_rn", "create_precise_sqrt": "sqrt_rn",
+                 "create_fdiv": "fdiv"})
 _NOT_VALUES = ("get_grid", "get_null", "set_grid", "create_get_program_id", "create_get_num_programs",
                "create_make_range", "create_print", "create_assert", "create_assume", "create_barrier",
                "create_make_block_ptr", "create_advance", "create_make_tensor_descriptor", "create_addptr",
@@ -264,6 +268,16 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
                                      trace.shims).items():
         put(builder, name, fn)
     for name, fn in shims.nan_minmax({n: current(n) for n in ("binary_op", "create_maxnumf")}, trace.shims).items():
+        put(builder, name, fn)
+    for name, fn in shims.fma({"create_fma": current("create_fma")}, trace.shims).items():
+        put(builder, name, fn)
+
+    # 1b. results Triton leaves unspecified: recorded (and, for a verdict rerun, changed)
+    def record(key: str, n: int) -> None:
+        trace.unspecified[key] = trace.unspecified.get(key, 0) + n
+
+    trace.alternate = session.options.alternate
+    for name, fn in unspecified.hooks(current, record, session.options.alternate).items():
         put(builder, name, fn)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
@@ -370,7 +384,10 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
             session.trace.ops.add(tag)
         out = fn(*args, **kw)
         if ub:
-            _check_cast(session, args[0], args[1], unsigned)
+            bad = _check_cast(session, args[0], args[1], unsigned)
+            if bad is not None and session.options.alternate:  # another value for the unspecified lanes
+                data = np.asarray(out.data)
+                out = _interp.TensorHandle(np.where(np.broadcast_to(bad, data.shape), ~data, data), out.dtype)
         if layout:
             dataflow.layout(fn, args, kw, out)
         elif isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
@@ -381,10 +398,11 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
     return hook
 
 
-def _check_cast(session: Session, src: Any, dst_type: Any, unsigned: bool) -> None:
+def _check_cast(session: Session, src: Any, dst_type: Any, unsigned: bool) -> np.ndarray | None:
+    """Record a float-to-int cast of values out of range (undefined); the lanes, or None."""
     data = np.asarray(src.data)
     if not (data.dtype.kind == "f" or data.dtype == np.uint16):  # uint16 carries bf16
-        return
+        return None
     vals = dtypes.as_float64(data, dtypes.dtype("bfloat16")) if data.dtype == np.uint16 else data.astype(np.float64)
     bits = dst_type.scalar.primitive_bitwidth
     lo, hi = (0, 2.0**bits) if unsigned else (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1))
@@ -394,6 +412,8 @@ def _check_cast(session: Session, src: Any, dst_type: Any, unsigned: bool) -> No
         session.trace.ub.append(UBEvent(
             f"float-to-{'u' if unsigned else ''}int{bits} cast of a value out of range",
             session.program, int(bad.sum()), repr(ex), user_line_now()))
+        return bad
+    return None
 
 
 def _dot_hook(fn: Callable, session: Session) -> Callable:
@@ -692,7 +712,8 @@ class InterpreterBackend:
         self.name = self.spec.label
         self.options = options or InterpreterOptions(order=self.spec.order,
                                                      check_pointers=self.spec.check_pointers,
-                                                     poison=self.spec.masked == "undefined")
+                                                     poison=self.spec.masked == "undefined",
+                                                     alternate=self.spec.unspecified == "alternate")
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen

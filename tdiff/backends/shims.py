@@ -361,3 +361,48 @@ def bf16_atomic(op: str, ptr: TensorHandle, val: TensorHandle, mask: np.ndarray 
             raise NotImplementedError(f"bf16 atomic {op} is not supported by tdiff's interpreter shim")
         _interpreter.store(one, f32_to_bf16(new), np.ones(1, bool))
     return TensorHandle(old.reshape(addrs.shape), tl.bfloat16)
+
+
+# ------------------------------------------------------------------ tl.fma rounds once
+
+FMA_ROUNDING = "fma-rounding"
+ENABLED[FMA_ROUNDING] = True
+DESCRIPTIONS[FMA_ROUNDING] = (
+    "tl.fma rounded once, as the GPU's fma.rn does (stock TRITON_INTERPRET=1 computes `x * y + z` in the operands' "
+    "type: the product is rounded before the sum)")
+
+
+def fma_once(x: np.ndarray, y: np.ndarray, z: np.ndarray, out: np.dtype) -> np.ndarray:
+    """x * y + z rounded once to `out` (float32 or float16): the product is exact in float64; the
+    float64 sum is rounded to odd (its error, from TwoSum, decides the last bit), so that the final
+    rounding to nearest even is that of the exact result (53 >= 2 * 24 + 2 bits)."""
+    with np.errstate(all="ignore"):
+        p = x.astype(np.float64) * y.astype(np.float64)
+        c = z.astype(np.float64)
+        s = p + c
+        bb = s - p
+        e = (p - (s - bb)) + (c - bb)
+        even = (s.view(np.uint64) & np.uint64(1)) == 0
+        nudge = np.isfinite(s) & np.isfinite(e) & (e != 0) & even
+        s = np.where(nudge, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(out)
+
+
+def fma(orig: dict[str, Callable], used: Counter) -> dict[str, Callable]:
+    """`create_fma` rounding once for float32 and float16 operands (counted where that changes a value)."""
+    if not ENABLED[FMA_ROUNDING]:
+        return {}
+    stock = orig["create_fma"]
+
+    def create_fma(x: Any, y: Any, z: Any) -> TensorHandle:
+        out = stock(x, y, z)
+        data = np.asarray(out.data)
+        if data.dtype not in (np.float32, np.float16):
+            return out
+        args = [np.broadcast_to(np.asarray(h.data), data.shape) for h in (x, y, z)]
+        once = fma_once(*args, data.dtype)
+        if not np.array_equal(once.view(np.uint8), np.ascontiguousarray(data).view(np.uint8)):
+            used[FMA_ROUNDING] += 1
+        return TensorHandle(once, out.dtype)
+
+    return {"create_fma": create_fma}

@@ -22,6 +22,11 @@ def main() -> None:
 
     _warm_up()
     spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.workers.spin_seconds
+    environment = ""
+    if os.environ.get("TDIFF_OTHER_ENV"):  # another environment's worker: its outcomes name its versions
+        from tdiff.environments import versions_here
+
+        environment = versions_here()
 
     while True:
         if spin:
@@ -33,6 +38,7 @@ def main() -> None:
         if job is None:
             return
         outcome, healthy = run_case(job.target, job.spec, job.case)
+        outcome.environment = environment
         sys.stdout.flush()
         sys.stderr.flush()
         conn_out.send_bytes(wire.dumps((outcome, healthy)))

@@ -29,7 +29,7 @@ class Classification:
 
 def kind_of(backend: str) -> str:
     """`compiled`, `interpreter`, `reference` or the label itself (other backends)."""
-    return backend.split(":")[0].split("[")[0]
+    return backend.split(":")[0].split("[")[0].split("@")[0]
 
 
 def is_limitation(o: Outcome) -> bool:

@@ -78,9 +78,15 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             if not parts:
                 raise ValueError(f"--tdiff-backends names no backend: {value!r}")
             from .backends.base import BackendSpec
+            from .environments import probe
 
             for p in parts:
-                BackendSpec.parse(p)  # a ValueError names the bad one
+                spec = BackendSpec.parse(p)  # a ValueError names the bad one
+                if spec.python:
+                    try:
+                        probe(spec.python)
+                    except ValueError as exc:
+                        raise ValueError(f"--tdiff-backends {p!r}: {exc}") from None
             value = parts
         elif field in ("targeting", "thresholds"):
             if value not in ("on", "off"):

@@ -186,6 +186,7 @@ class Outcome:
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
     launch_keys: tuple | None = None  # each launch's specialization (see tdiff.specialization), where known
     device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
+    environment: str = ""  # another environment's versions (a `backend@python` lane), else ""
     # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
     returned_args: dict[str, dict] = field(default_factory=dict)
 

@@ -83,6 +83,12 @@ def render(check_id: str, case: Case, verdict: Verdict, ev: Evidence, extra: lis
         launches = next((o.launches for o in outcomes if o.launches), [])
         lines.append(f"  grid: {grid}" + (f" ({len(launches)} launches)" if len(launches) > 1 else ""))
     lines.append("  opinions: " + ", ".join(_backend_line(o) for o in outcomes))
+    others = [o for o in outcomes if o.environment]
+    if others:
+        from .environments import versions_here
+
+        lines.append("  environments: " + "; ".join(f"{o.backend}: {o.environment}" for o in others)
+                     + f"; the others: {versions_here()}")
     for o in outcomes:
         if o.trace is not None and o.trace.sampled and grid is not None:
             shown = ", ".join(str(p) for p in o.trace.programs_run[:12])

@@ -56,11 +56,29 @@ class Runner:
         return CheckResult(check.id, check.item_name, opinions.specs, pair_note=opinions.note,
                            compared=opinions.describe())
 
+    def check_environments(self, judge: CaseJudge) -> None:
+        """Backends in another environment (`interpreter@python`) need worker processes and a Python
+        that can run tdiff's worker: a ValueError naming the spec otherwise."""
+        from .environments import probe
+
+        for text in judge.opinions.specs:
+            spec = BackendSpec.parse(text)
+            if spec.python is None:
+                continue
+            if not isinstance(self.executor, Pool):
+                raise ValueError(f"backend {text!r} runs in another environment, in a worker process: it needs "
+                                 "isolation='process' (--tdiff-isolation process), not 'none'")
+            try:
+                probe(spec.python)
+            except ValueError as exc:
+                raise ValueError(f"backend {text!r}: {exc}") from None
+
     # -- one check -----------------------------------------------------------------
     def run_check(self, check: Check) -> CheckResult:
         t0 = time.perf_counter()
         result = self.new_result(check)
         judge = self.judge(check, result)
+        self.check_environments(judge)
         workers = self.precompile_workers(judge)
         if isinstance(self.executor, Pool):
             self.executor.warm([judge.spec(s).lane for s in judge.opinions.specs]

@@ -88,6 +88,8 @@ class Verdict:
 
 def wrong(backend: str) -> str:
     kind = kind_of(backend)
+    if "@" in backend.split(":")[0]:  # another environment: say which
+        return f"{backend.split(':')[0]} wrong"
     if kind == "compiled" and "[" in backend.split(":")[0]:  # a compiled variant: say which
         return f"{backend.split(':')[0]} wrong"
     if kind == "compiled":

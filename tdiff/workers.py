@@ -80,9 +80,10 @@ def _signal_name(code: int) -> str:
 class Worker:
     """One child process serving jobs for one lane."""
 
-    def __init__(self, lane: str, env: dict[str, str], spin: float = 0.0) -> None:
+    def __init__(self, lane: str, env: dict[str, str], spin: float = 0.0, python: str | None = None) -> None:
         self.lane = lane
         self.env = env
+        self.python = python or sys.executable  # another environment's Python for its lanes
         self.spin = spin
         self.proc: subprocess.Popen | None = None
         self.conn_out: Connection | None = None
@@ -100,10 +101,11 @@ class Worker:
         self.stop()
         r1, w1 = os.pipe()
         r2, w2 = os.pipe()
-        self.log = tempfile.TemporaryFile(prefix=f"tdiff-{self.lane}-")  # noqa: SIM115 (lives with the worker)
+        prefix = "tdiff-" + "".join(c if c.isalnum() else "_" for c in self.lane)[:40] + "-"
+        self.log = tempfile.TemporaryFile(prefix=prefix)  # noqa: SIM115 (lives with the worker)
         self.log_pos = 0
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, str(r1), str(w2)],
+            [self.python, "-c", _BOOT, str(r1), str(w2)],
             pass_fds=(r1, w2), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=self.env,
         )
         os.close(r1)
@@ -210,7 +212,14 @@ class Pool:
 
     def _env(self, lane: str) -> dict[str, str]:
         env = dict(os.environ)
+        lane, _, python = lane.partition("@")
         env["TDIFF_SYS_PATH"] = json.dumps(sys.path)
+        if python:  # another environment: this checkout and the user's code, its own packages
+            from .environments import sys_path_for_other
+
+            env["TDIFF_SYS_PATH"] = json.dumps(sys_path_for_other())
+            env["TDIFF_OTHER_ENV"] = python
+            env.pop("PYTHONHOME", None)
         env["TDIFF_WORKER"] = lane
         env.setdefault("PYTHONFAULTHANDLER", "1")
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
@@ -225,7 +234,7 @@ class Pool:
     def worker(self, lane: str) -> Worker:
         w = self.workers.get(lane)
         if w is None:
-            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin)
+            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin, lane.partition("@")[2] or None)
         return w
 
     def warm(self, lanes: Sequence[str]) -> None:

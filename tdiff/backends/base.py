@@ -58,24 +58,35 @@ class BackendSpec:
     # (as Triton spells them), and an autotune config index that replaces the case's
     launch: tuple[tuple[str, Any], ...] = ()
     config: int | None = None
+    # another Python environment (`interpreter@/venv/bin/python`): its worker runs this backend there
+    python: str | None = None
 
     @classmethod
     def parse(cls, text: str | BackendSpec) -> BackendSpec:
         if isinstance(text, BackendSpec):
             return text
         text = text.strip()
-        if "." in text.split(":")[0]:  # module path: "pkg.mod:Factory[:opt]"
+        if "." in text.split(":")[0].split("@")[0]:  # module path: "pkg.mod:Factory[:opt]"
             mod, _, rest = text.partition(":")
             attr, _, opts = rest.partition(":")
             return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, text))
         kind, _, opts = text.partition(":")
         variant: dict[str, Any] = {}
+        if "@" in kind:
+            kind, _, python = kind.partition("@")
+            if kind not in ("compiled", "interpreter") and not kind.startswith("compiled["):
+                raise ValueError(f"backend {text!r}: only compiled and interpreter run in another environment, "
+                                 "written interpreter@/path/to/venv/bin/python")
+            from ..environments import check_exists
+
+            check_exists(python, text)
+            variant["python"] = python
         if "[" in kind:
             kind, _, inner = kind.partition("[")
             if kind != "compiled" or not inner.endswith("]"):
                 raise ValueError(f"backend {text!r}: only compiled takes [options], written "
                                  "compiled[num_warps=2,num_stages=1]")
-            variant = _parse_variant(inner[:-1], text)
+            variant.update(_parse_variant(inner[:-1], text))
         if kind not in ("compiled", "interpreter", "reference"):
             raise ValueError(f"unknown backend {text!r}: use compiled, interpreter, reference or module:Factory")
         return cls(kind=kind, **variant, **_parse_opts(opts, text))
@@ -85,7 +96,7 @@ class BackendSpec:
 
     @property
     def label(self) -> str:
-        parts = [self.kind + self.variant]
+        parts = [self.kind + self.variant + (f"@{self.python}" if self.python else "")]
         if self.order != "forward":
             parts.append(self.order)
         if self.upcast:
@@ -115,7 +126,8 @@ class BackendSpec:
         # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
         if self.kind == "precompile":  # compiles need the GPU's driver (its target), not the GPU worker
             return f"compile{self.slot}"
-        return "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
+        lane = "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
+        return f"{lane}@{self.python}" if self.python else lane
 
 
 #: launch options a compiled variant may set: as written in a spec -> as Triton's launch takes them

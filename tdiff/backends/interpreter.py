@@ -289,7 +289,9 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     for name, hook in _memory_hooks(current, session).items():
         put(builder, name, hook)
     # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
-    put(TritonSemantic, "_load_legacy", _other_given(TritonSemantic._load_legacy, session))
+    # (Triton 3.6: `_load_legacy(ptr, mask, other, ...)`; 3.9: `load(ptr, mask, other, ...)`)
+    legacy = "_load_legacy" if hasattr(TritonSemantic, "_load_legacy") else "load"
+    put(TritonSemantic, legacy, _other_given(getattr(TritonSemantic, legacy), session))
 
     # libdevice: stubs under the interpreter; computed on the values instead (shim)
     if shims.ENABLED[shims.LIBDEVICE]:

@@ -40,6 +40,8 @@ class Evidence:
     reports: dict[str, integrity.Report] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
     extra: dict[str, Outcome] = field(default_factory=dict)  # reruns: "again:compiled", "reversed:interpreter", ...
+    # third opinions that run only when the others disagree (the metamorphic profile's "reference")
+    on_divergence: tuple[str, ...] = ()
 
     def pair(self, a: str, b: str) -> Pair | None:
         for p in self.pairs:

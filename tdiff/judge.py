@@ -135,7 +135,9 @@ class CaseJudge:
         outcomes = self._outcomes(case, opinions)
         labels = list(outcomes)
         pairs = [(labels[a], labels[b]) for a, b in opinions.pairs]
-        return gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
+        ev = gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
+        ev.on_divergence = opinions.on_divergence
+        return ev
 
     def rules(self) -> Rules:
         return Rules(self.check.tolerance, self.check.tolerances)
@@ -143,6 +145,8 @@ class CaseJudge:
     def rerun_spec(self, need: str) -> BackendSpec:
         if need == "fp64":
             return self.spec(BackendSpec("interpreter", upcast=True))
+        if need == "reference":
+            return self.spec(BackendSpec("reference"))
         what, _, role = need.partition(":")
         spec = self.roles[role]
         if what == "again":
@@ -178,8 +182,10 @@ class CaseJudge:
             if "fp64" in needs:  # the float64 run decides differences at the range edge: compare again
                 pairs = [(p.a, p.b) for p in ev.pairs]
                 extra = ev.extra
+                third = ev.on_divergence
                 ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra["fp64"])
                 ev.extra.update(extra)
+                ev.on_divergence = third
             v = decide(ev, final)
         return v, ev
 

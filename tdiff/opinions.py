@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from . import kernels
 from .backends.base import BackendSpec
 
 
@@ -21,6 +22,7 @@ class Opinions:
     specs: tuple[str, ...]  # backend specs run on every case
     pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into specs)
     note: str | None = None  # why these (e.g. no GPU)
+    on_divergence: tuple[str, ...] = ()  # third opinions run only when the others disagree ("reference")
 
     @property
     def kinds(self) -> list[str]:
@@ -42,7 +44,36 @@ class Opinions:
             return None
         index = {old: new for new, old in enumerate(keep)}
         pairs = tuple((index[a], index[b]) for a, b in self.pairs if a in index and b in index)
-        return Opinions(tuple(self.specs[i] for i in keep), pairs, self.note)
+        return Opinions(tuple(self.specs[i] for i in keep), pairs, self.note, self.on_divergence)
+
+
+#: `--tdiff-backends metamorphic`: compiled variants of each kernel against each other (see `metamorphic`)
+METAMORPHIC = "metamorphic"
+#: at most this many autotune configs are compared with each other per check
+MAX_CONFIGS = 4
+#: the option variants of a kernel that is not autotuned
+OPTION_VARIANTS = ("compiled", "compiled[num_warps=2]", "compiled[num_warps=8]", "compiled[num_stages=1]")
+
+
+def metamorphic(check: Any) -> Opinions:
+    """Compiled against compiled at GPU speed: an autotuned kernel's configs with each other (the
+    check's `configs=`, or the first `MAX_CONFIGS`), else a few launch-option variants; no reference
+    or interpreter on every case: the verdict of a divergence calls the interpreter (in float64) as
+    the third opinion."""
+    n = len(kernels.configs(check.kernel))
+    if n >= 2:
+        indices = list(check.configs) if check.configs else list(range(n))
+        chosen = [f"compiled[config={i}]" for i in indices[:MAX_CONFIGS]]
+        note = f"metamorphic: autotune configs {', '.join(map(str, indices[:MAX_CONFIGS]))} of {n} compared"
+    else:
+        chosen = list(OPTION_VARIANTS)
+        note = "metamorphic: launch-option variants compared"
+    if len(chosen) < 2:
+        chosen = list(OPTION_VARIANTS)
+    third = ("reference",) if check.reference is not None else ()
+    note += "; the reference is asked only when they disagree" if third else "; no reference: a disagreement is " \
+        "judged against the interpreter in float64"
+    return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note, third)
 
 
 def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
@@ -50,12 +81,17 @@ def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable
     plus its reference."""
     chosen = list(check.backends or backends or ())
     note = None
+    if chosen == [METAMORPHIC]:
+        if gpu_available():
+            return metamorphic(check)
+        chosen = []
+        note = "no CUDA GPU: the metamorphic profile (compiled variants) was not run"
     if not chosen:
         if gpu_available():
             chosen = ["compiled", "interpreter"]
         else:
             chosen = ["interpreter"]
-            note = "no CUDA GPU: the compiled backend was skipped"
+            note = (note + "; " if note else "") + "no CUDA GPU: the compiled backend was skipped"
     kinds = [BackendSpec.parse(s).kind for s in chosen]
     if check.reference is not None and "reference" not in kinds:
         chosen.append("reference")

@@ -80,7 +80,11 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             from .backends.base import BackendSpec
             from .environments import probe
 
+            if "metamorphic" in parts and len(parts) > 1:
+                raise ValueError("--tdiff-backends metamorphic stands alone (it picks compiled variants per check)")
             for p in parts:
+                if p == "metamorphic":
+                    continue
                 spec = BackendSpec.parse(p)  # a ValueError names the bad one
                 if spec.python:
                     try:

@@ -80,7 +80,8 @@ class TdiffSession:
         from .workers import shared_pool
 
         if self.options.backends:
-            lanes = sorted({BackendSpec.parse(b).lane for b in self.options.backends} | {"ref"})
+            lanes = sorted({BackendSpec.parse(b).lane if b != "metamorphic" else "gpu" for b in self.options.backends}
+                           | {"ref"})
         else:
             lanes = ["gpu", "cpu", "ref"] if device_count() else ["cpu", "ref"]
         shared_pool(self.options.gpu).warm(lanes)

@@ -1,10 +1,13 @@
-"""What a kernel's source says about its `tl.dot`s, for tolerances where no interpreter ran.
+"""What a kernel's source says about its `tl.dot`s and its order of operations, for tolerances where
+no interpreter ran.
 
 Without the interpreter's trace (a compiled variant compared with compiled, or an interpreter
 limitation), tdiff does not know which operations a kernel ran and assumes every floating class
 but tf32. A float32 `tl.dot` at its default precision runs in tf32 on the GPU, whose rounding
 (2^-11) is far beyond that assumption: read from the source of the kernel and of the `@triton.jit`
-functions it calls whether it has such a dot.
+functions it calls whether it has such a dot; and whether it sums, scans, dots or adds atomically,
+whose results another block size or warp count may round differently: two compiled variants of a
+kernel that does none of these are compared bit for bit.
 """
 
 from __future__ import annotations
@@ -27,12 +30,19 @@ def _dot_kind(call: ast.Call) -> str:
     return "dot:tf32"  # the default precision, or one the source does not fix
 
 
+#: calls whose float result depends on an order of operations a launch option or config may change
+#: (the block size, the warps a reduction is split over): not bit for bit between compiled variants
+ORDER_DEPENDENT = frozenset({"sum", "reduce", "cumsum", "cumprod", "associative_scan", "dot", "dot_scaled",
+                             "atomic_add", "xor_sum", "histogram"})
+ORDER_TAG = "order:dependent"
+
+
 @lru_cache(maxsize=256)
 def _scan(fn: Any) -> tuple[frozenset[str], tuple[Any, ...]]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
-        return frozenset({"dot:tf32"}), ()  # unreadable: assume the loosest
+        return frozenset({"dot:tf32", ORDER_TAG}), ()  # unreadable: assume the loosest
     kinds: set[str] = set()
     callees: list[Any] = []
     for node in ast.walk(tree):
@@ -41,6 +51,8 @@ def _scan(fn: Any) -> tuple[frozenset[str], tuple[Any, ...]]:
             name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
             if name == "dot":
                 kinds.add(_dot_kind(node))
+            if name in ORDER_DEPENDENT:
+                kinds.add(ORDER_TAG)
         if isinstance(node, ast.Name) and isinstance(fn.__globals__.get(node.id), JITFunction):
             callees.append(fn.__globals__[node.id])
     return frozenset(kinds), tuple(callees)
@@ -48,7 +60,8 @@ def _scan(fn: Any) -> tuple[frozenset[str], tuple[Any, ...]]:
 
 @lru_cache(maxsize=256)
 def dot_kinds(jit: JITFunction) -> frozenset[str]:
-    """"dot:tf32" / "dot:ieee" for the dots in `jit` and the jit functions it reaches."""
+    """"dot:tf32" / "dot:ieee" for the dots in `jit` and the jit functions it reaches, and
+    "order:dependent" where they sum, scan, dot or add atomically (see `ORDER_DEPENDENT`)."""
     seen: set[int] = set()
     out: set[str] = set()
     todo = [jit]

@@ -338,6 +338,14 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         if isinstance(rerun, tuple):
             return Verdict(UNDECIDED, needs=rerun)
         pa, pb = (ev.pair(p.a, ref), ev.pair(p.b, ref)) if ref else (None, None)
+        truth_ref = ev.outcomes[ref] if ref else None
+        if ref is None and "reference" in ev.on_divergence:  # the reference, asked now that they disagree
+            if "reference" not in ev.extra:
+                return Verdict(UNDECIDED, needs=("reference",))
+            truth_ref = ev.extra["reference"]
+            if truth_ref.error is None:
+                pa = Pair(p.a, "reference", p.classification, ev.compare(ev.outcomes[p.a], truth_ref))
+                pb = Pair(p.b, "reference", p.classification, ev.compare(ev.outcomes[p.b], truth_ref))
         if pa is not None and pb is not None and pa.comparison is not None and pb.comparison is not None:
             ok_a, ok_b = pa.comparison.ok, pb.comparison.ok
             reasons = [p.comparison.summary()]  # type: ignore[union-attr]
@@ -350,7 +358,7 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
             if ok_a and ok_b:
                 return Verdict(PASSED, notes=[("undecided", f"{p.a} and {p.b} differ slightly, but each agrees with "
                                                f"the reference ({p.comparison.summary()}): undecided, not failed")])  # type: ignore[union-attr]
-            v = judge(ev, p.comparison, ev.outcomes[ref], "reference")  # type: ignore[arg-type]
+            v = judge(ev, p.comparison, truth_ref, "reference")  # type: ignore[arg-type]
             return v if v.label != UNDECIDED else Verdict(BOTH_WRONG, ["neither side agrees with the reference",
                                                                       *v.reasons], pair=v.pair, kind="values",
                                                           targets=v.targets)

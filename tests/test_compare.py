@@ -225,7 +225,7 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
     from suites import matmul, softmax
     from tdiff import kernels
     from tdiff.outcome import Outcome
-    from tdiff.static_ops import dot_kinds
+    from tdiff.static_ops import ORDER_TAG, dot_kinds
     from tdiff.targets import view
 
     @triton.jit
@@ -234,8 +234,9 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
         a = tl.load(a_ptr + idx)
         tl.store(out_ptr + idx, tl.dot(a, a, input_precision="ieee"))
 
-    assert dot_kinds(kernels.jit_function(matmul.matmul_kernel)) == {"dot:tf32"}
-    assert dot_kinds(ieee_dot) == {"dot:ieee"} and dot_kinds(kernels.jit_function(softmax.softmax_kernel)) == set()
+    assert dot_kinds(kernels.jit_function(matmul.matmul_kernel)) == {"dot:tf32", ORDER_TAG}
+    assert dot_kinds(ieee_dot) == {"dot:ieee", ORDER_TAG}
+    assert dot_kinds(kernels.jit_function(softmax.softmax_kernel)) == {ORDER_TAG}  # tl.sum
     case = Case({"x": tensor_arg(torch.ones(2))})
     a, b = Outcome("compiled"), Outcome("compiled[num_warps=2]")
     assert Rules().ops(view(a, case), view(b, case)) is None
@@ -245,3 +246,29 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
     # the loosened tolerance is named with the comparison's coarse-scale caveat
     a.returned = b.returned = None
     assert compare(a, b, case).tf32_from_source and not compare(b, Outcome("reference"), case).tf32_from_source
+
+
+def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
+    from suites import vector_add
+    from tdiff import kernels
+    from tdiff.outcome import Outcome
+    from tdiff.static_ops import ORDER_TAG, dot_kinds
+    from tdiff.targets import view
+
+    assert dot_kinds(kernels.jit_function(vector_add.add_kernel)) == set()  # elementwise: no order to change
+    case = Case({"x": tensor_arg(torch.ones(2))})
+
+    def ran(label, static=frozenset()):
+        o = Outcome(label, static_ops=static)
+        o.launches = [object()]  # (it ran the kernel: its source is known)
+        return o
+
+    def ops(a, b):
+        return Rules().ops(view(a, case), view(b, case))
+
+    assert ops(ran("compiled"), ran("compiled[num_warps=2]")) == set()
+    assert from_ops(set(), "float32").exact
+    assert ops(ran("compiled"), ran("compiled[config=1]", frozenset({ORDER_TAG}))) is None  # a sum: coarse
+    assert ops(ran("compiled"), ran("compiled[fp_fusion=off]")) is None  # fused or not: not the same roundings
+    assert ops(ran("compiled"), ran("compiled@/other/python")) is None  # another Triton
+    assert ops(ran("compiled"), Outcome("compiled[num_warps=2]")) is None  # no launch recorded

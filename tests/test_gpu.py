@@ -340,3 +340,20 @@ def test_an_integer_division_by_zero_is_named_on_the_gpu():
     (res,) = tdiff.verify(SK.divide_noted, options=opts)  # compiled and interpreter may differ there: a note
     print("\n" + res.report())
     assert res.status == "passed" and res.judged > 0
+
+
+def test_the_metamorphic_profile_finds_a_kernel_assuming_the_default_num_warps(tmp_path):
+    # compiled variants against each other, the reference asked only once they disagree
+    r = _run(H.warps_assumed, backends=("metamorphic",), repro_dir=tmp_path)
+    assert "reference" not in r.opinions and r.opinions[0] == "compiled", r.opinions
+    d = r.failures[0]
+    print(f"\nmetamorphic: {d.verdict} after {r.first_failure} case(s)")
+    assert d.verdict.label.startswith("compiled[num_warps=") and d.verdict.label.endswith(" wrong"), r.report()
+
+
+def test_compiled_variants_of_an_elementwise_kernel_agree_bit_for_bit():
+    from suites import vector_add
+
+    r = _run(vector_add.add_kernel, backends=("compiled", "compiled[num_warps=2]"))
+    assert r.status == "passed" and r.judged > 0, r.report()
+    assert not any("coarse" in c for c in r.caveats), r.caveats  # compared bit for bit, not with a coarse scale

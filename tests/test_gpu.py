@@ -353,7 +353,17 @@ def test_the_metamorphic_profile_finds_a_kernel_assuming_the_default_num_warps(t
 
 def test_compiled_variants_of_an_elementwise_kernel_agree_bit_for_bit():
     from suites import vector_add
+    from tdiff.opinions import Opinions
+    from tdiff.targets import view
 
-    r = _run(vector_add.add_kernel, backends=("compiled", "compiled[num_warps=2]"))
-    assert r.status == "passed" and r.judged > 0, r.report()
-    assert not any("coarse" in c for c in r.caveats), r.caveats  # compared bit for bit, not with a coarse scale
+    runner = tdiff.Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
+    (check,) = tdiff.checks_of(vector_add.add_kernel)
+    judge = runner.judge(check, runner.new_result(check), Opinions(("compiled", "compiled[num_warps=2]"), ((0, 1),)))
+    for n in (1, 255, 257, 1000):
+        x, y = torch.randn(n), torch.randn(n)
+        case = Case({"x": tensor_arg(x), "y": tensor_arg(y)})
+        verdict, ev = judge.verdict(case)
+        (pair,) = ev.pairs
+        a, b = ev.outcomes["compiled"], ev.outcomes["compiled[num_warps=2]"]
+        assert verdict.label == "passed" and pair.comparison.ok and not pair.comparison.coarse, verdict
+        assert ev.rules.ops(view(a, case), view(b, case)) == set()  # no tolerance: bit for bit

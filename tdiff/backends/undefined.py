@@ -25,14 +25,25 @@ def poison(dtype: "tl.dtype", np_dtype: "np.dtype", shape: "tuple[int, ...]") ->
     import triton.language as tl
 
     if dtype == tl.bfloat16:  # stored as uint16: a quiet NaN's bits
-        return np.full(shape, 0x7FC0, dtype=np_dtype)
+        return np.full(shape, 0x7FDA, dtype=np_dtype)
     if dtype.is_fp8():  # stored as uint8; fp8e4b8 and fp8e5b16 have one NaN, 0x80
         return np.full(shape, 0x80 if dtype.name in ("fp8e4b8", "fp8e5b16") else 0x7F, dtype=np_dtype)
-    if np_dtype.kind == "f":
-        return np.full(shape, np.nan, dtype=np_dtype)
+    if np_dtype.kind == "f":  # a quiet NaN with a payload of its own (see `is_poison`)
+        bits = {2: 0x7E5A, 4: 0x7FC5A5A5, 8: 0x7FF85A5A5A5A5A5A}[np_dtype.itemsize]
+        return np.full(shape, bits, dtype=f"u{np_dtype.itemsize}").view(np_dtype)
     if np_dtype == np.bool_:
         return np.ones(shape, dtype=bool)
     return np.full(shape, np.frombuffer(b"\x5a" * np_dtype.itemsize, dtype=np_dtype)[0], dtype=np_dtype)
+
+
+def is_poison(data: np.ndarray, dtype: tl.dtype) -> np.ndarray:
+    """The lanes of a float array (bf16 as its bits) that still hold the poison value: a masked-out
+    lane nothing computed with (a cast or an operation on it is not an observable result)."""
+    data = np.asarray(data)
+    if data.dtype.kind not in "fu" or data.dtype.itemsize not in (2, 4, 8) or not dtype.is_floating():
+        return np.zeros(data.shape, bool)
+    want = poison(dtype, data.dtype, ())
+    return data.view(f"u{data.dtype.itemsize}") == want.view(f"u{data.dtype.itemsize}")
 
 
 def describe(dtype: tl.dtype) -> str:

@@ -213,9 +213,14 @@ def describe_values(target: str, a: np.ndarray, b: np.ndarray, bad: np.ndarray, 
     if writers is not None and writers.shape == a.shape:
         programs = sorted(Counter(int(p) for p in writers[bad].reshape(-1)).items())
     parts = [f"`{target}`: {count} of {a.size} elements differ ({100 * count / max(a.size, 1):.3g}%)"]
-    if finite.any():
+    zeros = finite & (absd == 0)  # equal values, different bits: the sign of zero (an exact comparison)
+    if (finite & ~zeros).any():
         parts.append(f"largest difference {_fmt(float(absd[i_abs]))} at {i_abs}: "
                      f"{names[0]}={_fmt(float(a[i_abs]))}, {names[1]}={_fmt(float(b[i_abs]))}")
+    if zeros.any():
+        j = at(np.argwhere(zeros)[0]) if a.ndim else ()
+        parts.append(f"{int(zeros.sum())} differ only in the sign of zero, first at {j}: "
+                     f"{names[0]}={_fmt(float(a[j]))}, {names[1]}={_fmt(float(b[j]))}")
     if special.any():
         j = at(np.argwhere(special)[0]) if a.ndim else ()
         parts.append(f"{int(special.sum())} NaN/inf mismatch(es), first at {j}: "

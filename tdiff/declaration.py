@@ -149,7 +149,11 @@ def _load_file(module: str, file: str) -> Any:
         raise ImportError(f"cannot load {module} from {file}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[module] = mod
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(module, None)  # a failed import leaves no half-made module (the next case says why too)
+        raise
     return mod
 
 

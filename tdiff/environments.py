@@ -1,7 +1,8 @@
 """Other Python environments as lanes: `interpreter@/path/to/venv/bin/python` runs a backend in a
 worker started with that Python (another Triton, torch or numpy), so one run compares a kernel
 under two versions. The worker imports this checkout of tdiff and the check's modules from their
-paths; everything else (triton, torch, numpy) comes from its own environment.
+paths; everything else (triton, torch, numpy, hypothesis, and what the check modules import, such
+as pytest) comes from its own environment.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def describe_mismatch(m: Mismatch, a: str, b: str, grid: tuple[int, int, int] | 
         return [f"  - {m.message}"]
     lines = [f"  - `{m.target}`: {m.count} of {m.total} elements differ ({100 * m.share:.3g}%), "
              f"tolerance {m.tolerance}"]
-    if m.count > m.special:
+    if m.count > m.special and m.max_abs > 0:
         lines += [f"      largest absolute difference {m.max_abs:.6g} at {m.max_abs_index}",
                   f"      largest relative difference {m.max_rel:.6g} at {m.max_rel_index}"]
     if m.special:

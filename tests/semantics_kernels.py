@@ -123,3 +123,20 @@ def divide_failing(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 _division(divide_noted, "note")
 _division(divide_failing, "fail")
+
+
+@tdiff.check(launch=lambda kernel, x, y: _launch_to(kernel, x, torch.int32),
+             reference=lambda x, y: x.to(torch.int32),
+             x=tst.tensors(**FLOAT, values=tst.values(-1e4, 1e4, nan=False, inf=False)),
+             y=tst.tensors(**FLOAT))
+@triton.jit
+def masked_cast_to_int(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m).to(tl.int32), mask=m)  # no other=: lanes cast, unstored
+
+
+def _launch_to(kernel, x, dtype):
+    out = torch.empty((x.numel(),), dtype=dtype, device=x.device)
+    kernel[(triton.cdiv(x.numel(), 64),)](x, x, out, x.numel(), BLOCK=64)
+    return out

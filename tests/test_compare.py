@@ -272,3 +272,13 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
     assert ops(ran("compiled"), ran("compiled[fp_fusion=off]")) is None  # fused or not: not the same roundings
     assert ops(ran("compiled"), ran("compiled@/other/python")) is None  # another Triton
     assert ops(ran("compiled"), Outcome("compiled[num_warps=2]")) is None  # no launch recorded
+
+
+def test_a_sign_of_zero_mismatch_is_named_as_such():
+    from tdiff.compare import value_mismatch
+    from tdiff.tolerance import Tolerance
+
+    a, b = np.array([1.0, 2.0, -0.0]), np.array([1.0, 2.0, 0.0])
+    m = value_mismatch("out", a, b, Tolerance(exact=True), raw_a=a.astype(np.float32), raw_b=b.astype(np.float32))
+    assert "1 differ only in the sign of zero, first at (2,): a=-0, b=0" in m.message
+    assert "largest difference" not in m.message

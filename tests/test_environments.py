@@ -98,3 +98,15 @@ def test_a_real_other_triton_runs_the_bundled_kernels():
     import triton
 
     assert probe(OTHER).split(",")[0] != f"triton {triton.__version__}"
+
+
+def test_a_module_that_fails_to_import_fails_again_with_its_reason(tmp_path):
+    # (a worker in another environment may lack what a check module imports: every case says why)
+    from tdiff.declaration import TargetRef
+
+    bad = tmp_path / "needs_missing.py"
+    bad.write_text("import no_such_module_here\n")
+    ref = TargetRef("needs_missing_mod", str(bad), "k")
+    for _ in range(2):
+        with pytest.raises(ModuleNotFoundError, match="no_such_module_here"):
+            ref.resolve()

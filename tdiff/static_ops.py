@@ -32,8 +32,9 @@ def _dot_kind(call: ast.Call) -> str:
 
 #: calls whose float result depends on an order of operations a launch option or config may change
 #: (the block size, the warps a reduction is split over): not bit for bit between compiled variants
+#: (a max or min reduction too: its value is order-free, but which of -0.0 and 0.0 it returns is not)
 ORDER_DEPENDENT = frozenset({"sum", "reduce", "cumsum", "cumprod", "associative_scan", "dot", "dot_scaled",
-                             "atomic_add", "xor_sum", "histogram"})
+                             "atomic_add", "xor_sum", "histogram", "max", "min", "atomic_max", "atomic_min"})
 ORDER_TAG = "order:dependent"
 
 

@@ -249,6 +249,9 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
 
 
 def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
+    import triton
+    import triton.language as tl
+
     from suites import vector_add
     from tdiff import kernels
     from tdiff.outcome import Outcome
@@ -256,6 +259,12 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
     from tdiff.targets import view
 
     assert dot_kinds(kernels.jit_function(vector_add.add_kernel)) == set()  # elementwise: no order to change
+
+    @triton.jit
+    def row_max(x_ptr, out_ptr, B: tl.constexpr):
+        tl.store(out_ptr, tl.max(tl.load(x_ptr + tl.arange(0, B)), axis=0))  # which zero comes back: the order's
+
+    assert dot_kinds(row_max) == {ORDER_TAG}
     case = Case({"x": tensor_arg(torch.ones(2))})
 
     def ran(label, static=frozenset()):

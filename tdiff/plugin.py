@@ -35,6 +35,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(key, text, default=None)
     parser.addini("tdiff_paths", "directories or files with @tdiff.check kernels, collected with --tdiff",
                   type="args", default=["suites"])
+    group.addoption("--tdiff-fuzz-targets", action="store_true", default=False,
+                    help="collect each check as a plain hypothesis test (one case per example, tdiff's pipeline "
+                         "in its body) for HypoFuzz: hypothesis fuzz -- --tdiff --tdiff-fuzz-targets PATHS")
 
 
 class TdiffSession:
@@ -208,7 +211,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     from .declaration import declared_in
 
     module = getattr(collector.obj, "__name__", None)
-    report.result.extend(TdiffItem.from_parent(collector, name=c.item_name, check=c) for c in declared_in(module))
+    report.result.extend(_item(collector, c) for c in declared_in(module))
 
 
 class TdiffModule(pytest.Module):
@@ -218,7 +221,23 @@ class TdiffModule(pytest.Module):
         from .declaration import declared_in
 
         mod = self.obj
-        return [TdiffItem.from_parent(self, name=c.item_name, check=c) for c in declared_in(mod.__name__)]
+        return [_item(self, c) for c in declared_in(mod.__name__)]
+
+
+def _item(parent: pytest.Collector, check: Check) -> pytest.Item:
+    """The check's item: a TdiffItem (its search, shrinking, report), or, with --tdiff-fuzz-targets, a
+    pytest.Function around a hypothesis test of one case per example (HypoFuzz fuzzes those)."""
+    if not parent.config.getoption("tdiff_fuzz_targets"):
+        return TdiffItem.from_parent(parent, name=check.item_name, check=check)
+    from .fuzz import hypothesis_test
+
+    session = parent.config.stash[_KEY]
+    item = pytest.Function.from_parent(parent, name=check.item_name,
+                                       callobj=hypothesis_test(check, session.get_runner))
+    item.add_marker("tdiff")
+    for mark in getattr(check, "marks", ()) or ():
+        item.add_marker(mark)
+    return item
 
 
 class TdiffFailure(Exception):

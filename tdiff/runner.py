@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -158,7 +159,11 @@ class Runner:
         return self.executor.run_many([Job(target, SPECIALIZE, case)], check.timeout or self.options.timeout)[0]
 
     # -- a divergence ------------------------------------------------------------------
-    def finish(self, check: Check, judge: CaseJudge, found: Found, source: str = "search") -> Divergence:
+    def finish(self, check: Check, judge: CaseJudge, found: Found, source: str = "search",
+               write_repro: bool = True) -> Divergence:
+        """The divergence of a failing case: shrunk (a search's), its final verdict, reproducer (unless
+        `write_repro` is False) and corpus entry. A fuzz run's ("fuzz": its engine shrinks) replaces the entry
+        its previous, larger case of the same divergence wrote."""
         case, verdict, ev = found.case, found.verdict, found.evidence
         info = None
         if source == "search" and self.options.shrink_budget > 0 and not judge.timeouts.spent:
@@ -176,7 +181,7 @@ class Runner:
         extra = []
         if info is not None:
             extra.append(f"shrunk: {info.describe()}")
-        if self.options.repro_dir is not None:
+        if self.options.repro_dir is not None and write_repro:
             folder = Path(self.options.repro_dir) / corpus_mod.case_folder(check, case)
             try:
                 dry = None
@@ -191,18 +196,29 @@ class Runner:
             div.pictures = save_pictures(_comparisons(ev, verdict), folder)
             extra += [f"picture: {p}" for p in div.pictures]
         same = next((path for path, rec in judge.result.known if _same_divergence(rec, verdict)), None)
-        if self.options.corpus_dir is not None and source == "search" and same is not None:
+        writes = source in ("search", "fuzz")
+        if self.options.corpus_dir is not None and writes and same is not None:
             extra.append(f"corpus entry: not written (the known divergence of {same})")
-        elif self.options.corpus_dir is not None and source == "search":
+        elif self.options.corpus_dir is not None and writes:
             try:
                 div.corpus_path = corpus_mod.write(Path(self.options.corpus_dir), check, case, verdict, ev)
                 extra.append(f"corpus entry: {div.corpus_path}")
+                if source == "fuzz":
+                    self._replace_fuzz_entry((check.id, verdict.signature), div.corpus_path)
             except Exception as exc:
                 extra.append(f"corpus entry: not written ({type(exc).__name__}: {exc})")
-        if source != "search":
+        if source not in ("search", "fuzz"):
             extra.append(f"replayed from {source}")
         div.report = render(check.id, case, verdict, ev, extra)
         return div
+
+    def _replace_fuzz_entry(self, key: tuple, path: Path) -> None:
+        """Keep one corpus entry per divergence a fuzz run shrinks: the newest (smallest) case's."""
+        entries = self.__dict__.setdefault("_fuzz_entries", {})
+        old = entries.get(key)
+        if old is not None and Path(old) != Path(path) and Path(old).is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        entries[key] = path
 
     # -- the corpus --------------------------------------------------------------------
     def replay_entry(self, check: Check, entry: corpus_mod.Entry, result: CheckResult,

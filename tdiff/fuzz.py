@@ -1,0 +1,68 @@
+"""tdiff checks as plain hypothesis tests, the form HypoFuzz (`hypothesis fuzz`) and other runners of
+`@given` tests collect.
+
+`hypothesis_test(check, get_runner)` returns a `@given(case_strategy(check))` function whose body is
+tdiff's whole case pipeline (isolation, timeouts, comparison, verdict): a divergence raises
+`FuzzDivergence` with tdiff's report, after writing the case to the corpus (what CI replays). The
+engine shrinks: each smaller failing case of the same divergence replaces the corpus entry the
+previous one wrote, so the smallest remains; the reproducer is written for the final example
+hypothesis reports. Each case reports its closeness and kernel lines to `hypothesis.target`, which
+HypoFuzz reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+from hypothesis.control import current_build_context
+
+from .case import Case
+from .kernels import jit_function
+from .search import Found, guide
+from .strategies import case_strategy
+from .thresholds import thresholds
+from .verdict import NOT_JUDGED
+
+
+class FuzzDivergence(AssertionError):
+    """A case diverged; the message is tdiff's report."""
+
+
+def hypothesis_test(check: Any, get_runner: Callable[[], Any]) -> Callable[[], None]:
+    """A hypothesis test running `check`'s cases through the runner `get_runner()` returns (asked
+    once, when the first case runs, so that collecting the test starts nothing)."""
+    state: dict[str, Any] = {}
+
+    def judge() -> tuple[Any, Any]:
+        if "judge" not in state:
+            runner = get_runner()
+            state["runner"], state["judge"] = runner, runner.judge(check, runner.new_result(check))
+        return state["runner"], state["judge"]
+
+    found_thresholds = thresholds(jit_function(check.kernel), check.launch)
+
+    def test(case: Case) -> None:
+        runner, j = judge()
+        verdict, ev = j.verdict(case)
+        j.account(verdict, ev)
+        guide(ev)
+        if verdict.label == NOT_JUDGED:
+            hypothesis.reject()
+        if verdict.failed:
+            final = _is_final()
+            div = runner.finish(check, j, Found(case, verdict, ev), source="fuzz", write_repro=final)
+            raise FuzzDivergence(div.report)
+
+    test.__name__ = test.__qualname__ = f"fuzz_{check.kernel_name}_{check.name}"
+    given = hypothesis.given(case_strategy(check, None, found_thresholds))(test)
+    given.hypothesis.inner_test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
+    return given
+
+
+def _is_final() -> bool:
+    try:
+        return bool(current_build_context().is_final)
+    except Exception:  # outside a build context (a direct call): treat it as the one to report
+        return True

@@ -1,0 +1,87 @@
+"""tdiff checks as plain hypothesis tests (`--tdiff-fuzz-targets`), the form HypoFuzz fuzzes: a
+divergence raises tdiff's report and leaves one corpus entry (the smallest case) that `tdiff replay`
+fails on; a bounded `hypothesis fuzz` run finds a planted bug."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import tdiff
+from tdiff import cli
+from tdiff.fuzz import FuzzDivergence, hypothesis_test
+
+from . import fuzz_kernels as FK
+
+ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["pytester"]
+
+
+def _plugin_args() -> list[str]:
+    """`-p tdiff.plugin` unless tdiff is installed (its entry point loads the plugin)."""
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value.startswith("tdiff.plugin") for ep in entry_points(group="pytest11"))
+    return [] if installed else ["-p", "tdiff.plugin"]
+
+
+def _check():
+    (c,) = tdiff.checks_of(FK.doubles_wrongly_past_five)
+    return c
+
+
+def test_a_check_as_a_hypothesis_test_reports_and_keeps_the_smallest_case(tmp_path):
+    opts = tdiff.RunOptions(isolation="none", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out")
+    runner = tdiff.Runner(opts)
+    test = hypothesis_test(_check(), lambda: runner)
+    assert hasattr(test, "hypothesis")  # what HypoFuzz collects
+    with pytest.raises(FuzzDivergence, match="disagrees with reference"):
+        test()
+    entries = [p for p in (tmp_path / "corpus").rglob("entry.json")]
+    assert len(entries) == 1, entries  # hypothesis shrank: each smaller case replaced the entry before it
+    assert list((tmp_path / "out").rglob("repro.py")), "the final example's reproducer"
+    assert cli.main(["replay", str(tmp_path / "corpus")]) == 1  # CI replays it: still failing
+
+
+def test_pytest_collects_checks_as_hypothesis_functions(pytester):
+    pytester.syspathinsert(str(ROOT))
+    pytester.makeini("[pytest]\ntdiff_paths = suites\n")
+    pytester.mkdir("suites")
+    (pytester.path / "suites" / "planted.py").write_text((ROOT / "tests" / "fuzz_kernels.py").read_text())
+    args = [*_plugin_args(), "--tdiff", "--tdiff-fuzz-targets", "--tdiff-isolation", "none", "--tdiff-corpus", "none",
+            "--tdiff-repro-dir", "none", "suites/planted.py"]
+    result = pytester.runpytest(*args, "--co", "-q")
+    result.stdout.fnmatch_lines(["*planted.py::doubles_wrongly_past_five*"])
+    ran = pytester.runpytest(*args, "-q")
+    ran.assert_outcomes(failed=1)
+    ran.stdout.fnmatch_lines(["*FuzzDivergence*", "*disagrees with reference*"])
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("hypothesis").exists(), reason="HypoFuzz is not installed")
+def test_a_bounded_hypofuzz_run_finds_a_planted_bug(tmp_path):
+    pytest.importorskip("hypofuzz")
+    corpus = tmp_path / "corpus"
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
+    env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(tmp_path / "hyp")
+    env["PYTHONPATH"] = str(ROOT)
+    cmd = [str(Path(sys.executable).with_name("hypothesis")), "fuzz", "-n", "1", "--no-dashboard", "--",
+           *_plugin_args(), "--tdiff", "--tdiff-fuzz-targets", "--tdiff-isolation", "none",
+           "--tdiff-corpus", str(corpus), "--tdiff-repro-dir", "none", "tests/fuzz_kernels.py"]
+    proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not list(corpus.rglob("entry.json")) and proc.poll() is None:
+            time.sleep(1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0].decode(errors="replace")
+    assert list(corpus.rglob("entry.json")), out[-3000:]
+    assert cli.main(["replay", str(corpus)]) == 1

@@ -183,11 +183,13 @@ MUTANTS: list[Mutant] = [
 
     # ------------------------------------------------------------------ verdict.py
     M("verdict-structure-before-integrity", "tdiff/verdict.py",
-      "for step in (_errors, _integrity, _structure):", "for step in (_errors, _structure, _integrity):",
+      "for step in (_errors, lambda e: _integrity(e, final), _structure):",
+      "for step in (_errors, _structure, lambda e: _integrity(e, final)):",
       "the order of judgement puts structure before what one outcome broke on its own",
       t("test_mistaken_and_hostile_declarations_fail")),
     M("verdict-integrity-before-errors", "tdiff/verdict.py",
-      "for step in (_errors, _integrity, _structure):", "for step in (_integrity, _errors, _structure):",
+      "for step in (_errors, lambda e: _integrity(e, final), _structure):",
+      "for step in (lambda e: _integrity(e, final), _errors, _structure):",
       "the order of judgement puts integrity findings before a side's error",
       [V] + list(t("test_a_failing_reference_fails_on_the_first_case", "test_a_failing_grid_is_an_error")),
       ["test_an_error_is_judged_before_integrity_findings"]),
@@ -283,6 +285,20 @@ MUTANTS: list[Mutant] = [
       t("test_race_is_found_by_program_order_alone", file=V)
       + t("test_an_inter_program_dependency_is_a_race_with_a_reference_and_no_gpu",
           "test_lost_update_is_a_race_in_one_run_without_a_gpu_or_reference")),
+    M("integrity-gap-read-ignored", "tdiff/integrity.py",
+      "        if read is not None:\n", "        if False:\n",
+      "loads outside the view (padding, the other half of a split) are not reported",
+      t("test_loads_outside_the_view_have_their_own_verdict_and_reproducer")
+      + ("tests/test_found.py::test_bug_only_on_split_halves",)),
+    M("compare-tf32-for-every-pair", "tdiff/compare.py",
+      "    ops = as_run_by(asked, (kind_of(a.backend), kind_of(b.backend)))\n", "    ops = asked\n",
+      "a tf32 tl.dot brings its tf32 allowance to pairs neither side of which ran tf32 (an fp16 accumulator passes)",
+      t("test_a_float16_accumulator_in_a_tf32_matmul_fails_where_no_side_ran_tf32")),
+    M("verdict-tf32-blames-ieee-side", "tdiff/verdict.py",
+      "                if other.comparison.ok and mine.comparison.within_tf32 \\\n",
+      "                if False and other.comparison.ok and mine.comparison.within_tf32 \\\n",
+      "a backend is blamed for differing from the reference by what tf32's allowance, given to the other side, "
+      "would forgive", t("test_agreeing_with_the_reference_only_within_tf32_blames_no_backend")),
     M("integrity-ub-ignored", "tdiff/integrity.py",
       "    for e in t.ub:\n", "    for e in t.ub[:0]:\n",
       "undefined behaviour the interpreter saw is not reported",

@@ -18,6 +18,8 @@ import numpy as np
 
 from . import dtypes
 from .case import Case
+from .classify import kind_of
+from .op_classes import as_run_by
 from .outcome import Outcome
 from .static_ops import ORDER_TAG
 from .targets import Target, View, describe_structure, view
@@ -46,6 +48,7 @@ class Mismatch:
     tol: Tolerance | None = None
     scale: np.ndarray | None = None  # each element's dataflow magnitude (the tolerance's `scale` term)
     edge_pending: int = 0  # elements at the range edge that the float64 run may show to be legitimate
+    within_tf32: bool = False  # every element would pass with the tf32 allowance this pair was not given
 
     @property
     def share(self) -> float:
@@ -71,6 +74,13 @@ class Comparison:
     coarse: list[str] = field(default_factory=list)  # targets judged with the coarse scale
     closeness: float = 0.0  # the largest |a - b| / allowed over finite float elements (>= 1: beyond tolerance)
     tf32_from_source: bool = False  # no interpreter trace: tf32 allowed because the source has a tf32 tl.dot
+    ieee_dots: bool = False  # the kernel's tf32 tl.dot judged as IEEE float32: neither side ran tf32
+    tf32_ops: set[str] | None = None  # with ieee_dots: the ops as the kernel asked for them (tf32 included)
+
+    @property
+    def within_tf32(self) -> bool:
+        """Disagreeing only by what tf32's allowance (not given to this pair) would forgive."""
+        return self.ieee_dots and bool(self.mismatches) and all(m.within_tf32 for m in self.mismatches)
 
     @property
     def ok(self) -> bool:
@@ -384,6 +394,11 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
         m.message += (f" (the kernel's arithmetic behind `{path}` ran in {narrow}, narrower than its {ta.dtype.name}: "
                       f"if that is intended, declare tolerances={{{path!r}: tdiff.Tolerance.preset(\"arith\", "
                       f"{narrow!r})}})")
+    if cmp.ieee_dots and ta.dtype.is_float:
+        loose = rules.tolerance_for(path, ta.dtype.name, cmp.tf32_ops, _has_reference(cmp))
+        m.within_tf32 = bool(close(va, vb, loose, scale, ra, rb)[bad].all())
+        m.message += (" (the kernel's float32 tl.dot at default precision was judged as IEEE float32: neither side ran "
+                      "it in tf32; a reference that rounds like tf32 declares tolerance=\"tf32\")")
     cmp.mismatches.append(m)
 
 
@@ -468,7 +483,10 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
     rules = rules or Rules()
     cmp = Comparison(a, b)
     va, vb = view(a, case), view(b, case)
-    ops = rules.ops(va, vb)
+    asked = rules.ops(va, vb)
+    ops = as_run_by(asked, (kind_of(a.backend), kind_of(b.backend)))
+    cmp.ieee_dots = ops is not asked
+    cmp.tf32_ops = asked if cmp.ieee_dots else None
     traced = any(v is not None and v.outcome.trace is not None for v in (rules.guide, va, vb))
     cmp.tf32_from_source = not traced and ops is not None and "dot:tf32" in ops
     sampled = _sampled(va, vb)

@@ -3,7 +3,9 @@
 - out of bounds: an access outside every allocation (seen by the interpreter), or a guard band
   overwritten (seen in the bytes around each allocation);
 - outside its view: bytes of an input's storage that belong to no view changed (gaps, padding,
-  the other half of a split);
+  the other half of a split), or the kernel loaded such bytes (seen by the interpreter): memory that
+  is not its input, which for a packed tensor of the same shape lies past the allocation or on
+  other elements;
 - undefined behaviour (e.g. a float-to-int cast out of range) and data races between programs,
   from the interpreter's trace;
 - unobserved results: the declared kernel never launched; a returned tensor the kernel was given
@@ -23,7 +25,7 @@ from .case import Case, TensorArg
 from .outcome import Outcome, StorageOutcome
 from .targets import guard_pattern, is_fill, storage_bytes, storage_values, unchanged, view
 
-OOB, GUARD, GAP, UB, RACE = "oob", "guard", "gap", "ub", "race"
+OOB, GUARD, GAP, GAP_READ, UB, RACE = "oob", "guard", "gap", "gap-read", "ub", "race"
 UNLAUNCHED, UNWRITTEN, UNOBSERVED = "unlaunched", "unwritten", "unobserved"
 
 
@@ -114,6 +116,14 @@ def _memory(outcome: Outcome, case: Case) -> list[Finding]:
             out.append(Finding(GAP, outcome.backend, f"{outcome.backend}: {count} element(s) of the storage of "
                                f"`{name}` outside its view ({arg.layout}) changed, first at storage index {first}",
                                name, count))
+        read = outcome.trace.outside_reads.get(name) if outcome.trace is not None else None
+        if read is not None:
+            n, index, program, line = read
+            out.append(Finding(GAP_READ, outcome.backend, f"{outcome.backend}: program {program} loaded {n} "
+                               f"element(s) of the storage of `{name}` outside its view ({arg.layout}), first at "
+                               f"storage index {index}" + (f" ({line})" if line else "") + ": memory that is not the "
+                               "kernel's input (with a packed tensor of this shape, such loads read past the "
+                               "allocation or other elements)", name, n))
     return out
 
 

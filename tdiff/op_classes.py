@@ -53,3 +53,20 @@ def tolerance_class(tag: str, reference: bool) -> str | None:
     if entry is None:
         return None
     return entry[2] if reference else entry[1]
+
+
+#: backends whose float32 `tl.dot` rounds as IEEE float32 whatever precision the kernel asks for:
+#: Triton's interpreter (a numpy matmul in float32) and a reference (torch computes float32 matmuls in
+#: IEEE float32 on the CPU, and on CUDA unless tf32 is switched on; a reference that rounds like tf32
+#: declares `tolerance="tf32"`); only a compiled kernel runs tf32
+IEEE_DOT_KINDS = ("interpreter", "reference")
+
+
+def as_run_by(ops: set[str] | None, kinds: tuple[str, ...]) -> set[str] | None:
+    """The op tags as backends of these kinds ran them: a tf32 `tl.dot` brings no tf32 allowance to a
+    pair neither side of which compiled it (the interpreter multiplies in IEEE float32, so an error of
+    tf32's size between it and a reference is the kernel's: an fp16 accumulator, say)."""
+    if not ops or "dot:tf32" not in ops or not kinds or any(k not in IEEE_DOT_KINDS for k in kinds):
+        return ops
+    return (ops - {"dot:tf32"}) | {"dot:ieee"}
+

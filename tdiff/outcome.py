@@ -148,6 +148,8 @@ class Trace:
     precision: dict[str, float] = field(default_factory=dict)  # unit roundoff of the arithmetic behind it
     loaded: dict[str, np.ndarray] = field(default_factory=dict)  # the storing program's largest input
     races: list[Race] = field(default_factory=list)
+    # per input name: loads of its storage outside its view: (elements, first storage index, program, line)
+    outside_reads: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)
     sync: list[str] = field(default_factory=list)  # how programs synchronize: "atomic_cas", "atomic_xchg", ...
     empty_launches: int = 0  # launches whose grid had no program
     # tensors `launch` allocated that the kernel wrote: (label, elements written, returned or read back)

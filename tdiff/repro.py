@@ -3,7 +3,7 @@
 The file needs only triton, torch and numpy. It rebuilds every input inside guard bands with its
 exact strides and storage offset, replays the recorded launches, and shows the divergence of the
 kind tdiff found: values that differ beyond the run's own per-element tolerance, a side that fails
-or hangs, a guard band or a gap between views written, an access outside every allocation, a data
+or hangs, a guard band or a gap between views written (or a gap read), an access outside every allocation, a data
 race or an undefined cast (the interpreter side runs under a small tracer for those). The compiled
 side runs where a GPU is present, the interpreter everywhere (TRITON_INTERPRET=1, in a subprocess,
 with standalone copies of the tdiff interpreter shims the run used, which print what they worked
@@ -51,7 +51,7 @@ from .verdict import Verdict
 INLINE_LIMIT = 512  # elements; larger arrays go to the sidecar file
 MARK = "TDIFF-DIVERGENCE"  # the line a reproducer prints for each divergence it shows
 #: divergence kinds a replay of the recorded launches can show
-REPRODUCIBLE = ("values", "error", "oob", "guard", "gap", "race", "ub")
+REPRODUCIBLE = ("values", "error", "oob", "guard", "gap", "gap-read", "race", "ub")
 
 
 class ReproError(RuntimeError):
@@ -1059,8 +1059,9 @@ class _Tracer:
             if not hit.any():
                 continue
             elems = np.unique((addrs[hit] - np.uint64(base)) // np.uint64(size)).astype(np.int64)
-            if op != "load" and name in self.inside and (~self.inside[name][elems]).any():
-                self.found.append({"kind": "gap", "targets": [name], "text": f"program {pid} wrote "
+            if name in self.inside and (~self.inside[name][elems]).any():
+                self.found.append({"kind": "gap" if op != "load" else "gap-read", "targets": [name],
+                                   "text": f"program {pid} {'wrote' if op != 'load' else 'loaded'} "
                                    f"{int((~self.inside[name][elems]).sum())} element(s) of the storage of "
                                    f"`{name}` outside its view"})
             if op == "atomic":

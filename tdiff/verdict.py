@@ -30,7 +30,7 @@ from . import integrity
 from .classify import DISCARD, FAIL, describe_discard, kind_of
 from .compare import Comparison, Rules, coarse_scale, value_mismatch
 from .evidence import Evidence, Pair
-from .integrity import GAP, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
+from .integrity import GAP, GAP_READ, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
 from .integrity import RACE as RACE_FINDING
 from .outcome import Outcome
 from .targets import view
@@ -49,6 +49,7 @@ UNDEFINED_LANES = "reads undefined masked lanes"
 UNSPECIFIED = "depends on unspecified results"
 OUT_OF_BOUNDS = "out of bounds"
 OUTSIDE_VIEW = "writes outside its view"
+READS_OUTSIDE_VIEW = "reads outside its view"
 UNDEFINED = "undefined behaviour"
 UNOBSERVED_RESULT = "unobserved result"
 NEVER_LAUNCHED = "kernel never launched"
@@ -58,7 +59,8 @@ VS_REFERENCE = "disagrees with reference"
 
 #: integrity finding kinds, in the order they are judged, and their verdicts
 INTEGRITY = ((UNLAUNCHED, NEVER_LAUNCHED), (OOB, OUT_OF_BOUNDS), (GUARD, OUT_OF_BOUNDS), (GAP, OUTSIDE_VIEW),
-             (UB, UNDEFINED), (RACE_FINDING, RACE), (UNWRITTEN, UNOBSERVED_RESULT), (UNOBSERVED, UNOBSERVED_RESULT))
+             (GAP_READ, READS_OUTSIDE_VIEW), (UB, UNDEFINED), (RACE_FINDING, RACE), (UNWRITTEN, UNOBSERVED_RESULT),
+             (UNOBSERVED, UNOBSERVED_RESULT))
 
 
 @dataclass
@@ -176,7 +178,7 @@ def _lanes_verdict(ev: Evidence, side: str, what: str, kind: str, targets: tuple
 
 
 #: integrity findings a poisoned (undefined) value can cause: through an address or a cast
-_POISONABLE = (OOB, GUARD, GAP, UB, RACE_FINDING)
+_POISONABLE = (OOB, GUARD, GAP, GAP_READ, UB, RACE_FINDING)
 
 
 def _integrity(ev: Evidence, final: bool = False) -> Verdict | None:
@@ -349,6 +351,18 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         if pa is not None and pb is not None and pa.comparison is not None and pb.comparison is not None:
             ok_a, ok_b = pa.comparison.ok, pb.comparison.ok
             reasons = [p.comparison.summary()]  # type: ignore[union-attr]
+            for side, mine, other in ((p.b, pb, pa), (p.a, pa, pb)):
+                if other.comparison.ok and mine.comparison.within_tf32 \
+                        and not other.comparison.ieee_dots:  # type: ignore[union-attr]
+                    # the other side agrees with the reference only within tf32's allowance, which this side
+                    # (IEEE float32) is not given: no evidence this side is wrong; the kernel may be
+                    return Verdict(VS_REFERENCE, [
+                        f"{side}'s result differs from the reference beyond float32's tolerance; "
+                        f"{other.b if other.a == ref else other.a} agrees with it only within tf32's allowance (its "
+                        "tl.dot ran in tf32), which hides an error of that size: a kernel bug (e.g. a float16 "
+                        "accumulator), or a reference that rounds like tf32 (declare tolerance=\"tf32\")",
+                        *reasons, mine.comparison.summary()],  # type: ignore[union-attr]
+                        pair=(side, ref), kind="values", targets=_targets(mine.comparison))  # type: ignore[arg-type]
             if ok_a and not ok_b:
                 return Verdict(wrong(p.b), [f"{p.a} agrees with the reference, {p.b} does not", *reasons],
                                pair=(p.a, p.b), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]

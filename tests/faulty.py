@@ -103,6 +103,22 @@ class FaultyInterpreter(Perturb):
     delta = 3.0
 
 
+class FakeCompiledTf32High(Perturb):
+    """Plays the compiled side of a tf32 `tl.dot`: a relative 3e-3 high (within tf32's allowance)."""
+
+    label = "compiled"
+    delta = 3e-3
+    relative = True
+
+
+class FaultyInterpreterTf32Low(Perturb):
+    """Plays the interpreter side, a relative 3e-3 low: beyond float32's tolerance, within tf32's."""
+
+    label = "interpreter"
+    delta = -3e-3
+    relative = True
+
+
 class FaultyFirstProgram(Perturb):
     """Perturbs only the stores of program 0."""
 

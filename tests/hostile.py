@@ -522,3 +522,81 @@ def warps_assumed(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     TWO: tl.constexpr = tl.extra.cuda.num_warps() // 2  # the bug: right only with the default 4 warps
     tl.store(out_ptr + offs, x * TWO, mask=offs < n)
 
+
+
+# -- loads outside the view: an off-by-one mask reads one element past each row (here the row padding; with
+#    a packed tensor the last row's read falls past the allocation). The values read are dropped: only the
+#    interpreter's memory trace sees it.
+
+def _padded_sum_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty(rows, dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=triton.next_power_of_2(cols + 1))
+    return out
+
+
+@tdiff.check(launch=_padded_sum_launch, reference=lambda x: x.sum(-1),
+             x=tst.tensors(ndim=2, max_side=12, layouts=["padded"], values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def row_sum_over_reads(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + cols, mask=cols <= n, other=0.0)  # the bug: one element past each row
+    tl.store(out_ptr + row, tl.sum(tl.where(cols < n, x, 0.0), axis=0))
+
+
+@tdiff.check(launch=_padded_sum_launch, reference=lambda x: x.sum(-1),
+             x=tst.tensors(ndim=2, max_side=12, layouts=["padded", "split", "offset"],
+                           values=tst.values(-4, 4, specials=False)))
+@triton.jit
+def row_sum_strided(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + cols, mask=cols < n, other=0.0)  # correct: reads only its view
+    tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+# -- a float32 matmul at tl.dot's default precision (tf32 on a GPU) whose accumulator is float16: its error
+#    is about tf32's, so only a pair that did not run tf32 (the interpreter against the reference) can see it
+
+def _tf32_launch(kernel, a, b):
+    out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
+    kernel[(1,)](a, b, out, a.shape[0], a.shape[1], b.shape[1], a.stride(0), b.stride(0), BM=16, BK=16, BN=16)
+    return out
+
+
+_TF32 = dict(launch=_tf32_launch, reference=lambda a, b: (a.double() @ b.double()).float(),
+             dims={"M": tst.sizes(max_value=16), "K": tst.sizes(16, max_value=48), "N": tst.sizes(max_value=16)},
+             a=tst.tensors(shape=("M", "K"), dtype="float32", layouts=["contiguous"],
+                           values=tst.values(-4, 4, nan=False, inf=False, extremes=False)),
+             b=tst.tensors(shape=("K", "N"), dtype="float32", layouts=["contiguous"],
+                           values=tst.values(-4, 4, nan=False, inf=False, extremes=False)))
+
+
+@tdiff.check(**_TF32)
+@triton.jit
+def tf32_matmul_fp16_acc(a_ptr, b_ptr, c_ptr, M, K, N, sa, sb, BM: tl.constexpr, BK: tl.constexpr,
+                         BN: tl.constexpr):
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float16)  # the bug: a float16 accumulator
+    for k in range(0, tl.cdiv(K, BK)):
+        rk = k * BK + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm * sa + rk[None, :], mask=(rm < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * sb + rn, mask=(rk[:, None] < K) & (rn < N), other=0.0)
+        acc += tl.dot(a, b).to(tl.float16)
+    tl.store(c_ptr + rm * N + rn, acc.to(tl.float32), mask=(rm < M) & (rn < N))
+
+
+@tdiff.check(**_TF32)
+@triton.jit
+def tf32_matmul(a_ptr, b_ptr, c_ptr, M, K, N, sa, sb, BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr):
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        rk = k * BK + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm * sa + rk[None, :], mask=(rm < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * sb + rn, mask=(rk[:, None] < K) & (rn < N), other=0.0)
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm * N + rn, acc, mask=(rm < M) & (rn < N))

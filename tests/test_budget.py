@@ -48,7 +48,7 @@ def _launch_in_workers(kernel, x):
     return _launch(kernel, x)
 
 
-@tdiff.check(launch=_launch_in_workers, x=tst.tensors(ndim=1, max_side=64))
+@tdiff.check(launch=_launch_in_workers, x=tst.tensors(ndim=1, max_side=64, layouts=["contiguous", "offset"]))
 @triton.jit
 def twice_in_workers(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

@@ -29,7 +29,8 @@ def test_masked_tail_bug(ci):
 def test_bug_only_on_split_halves(ci):
     div = _found(K.row_stride_bug, ci)
     assert div.case.inputs["x"].layout == "split"
-    assert div.verdict.label == "disagrees with reference"
+    # rows of a half split along the columns are not packed: the kernel reads the other half's elements
+    assert div.verdict.label == "reads outside its view", div.report
 
 
 def test_bug_only_on_misaligned_pointers(ci):

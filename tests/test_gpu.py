@@ -202,6 +202,21 @@ def test_range_edge_kernels_pass_compiled_vs_interpreted():
     assert r.failures[0].verdict.label == "writes outside its view", r.report()
 
 
+def test_loads_outside_the_view_and_a_tf32_float16_accumulator_on_the_gpu():
+    r = _run(H.row_sum_over_reads)
+    assert r.opinions == ("compiled", "interpreter", "reference")
+    assert [d.verdict.label for d in r.failures] == ["reads outside its view"], r.report()
+    assert _run(H.row_sum_strided).status == "passed"
+    # compiled (tf32) agrees with the reference within tf32's allowance; the interpreter (IEEE float32) shows the
+    # float16 accumulator's error against it, and no backend is blamed
+    r = _run(H.tf32_matmul_fp16_acc)
+    print(f"\n{r.check_id}: {[d.verdict.label for d in r.failures]}: {r.report()[:600]}")
+    assert [d.verdict.label for d in r.failures] == ["disagrees with reference"], r.report()
+    assert r.failures[0].verdict.pair == ("interpreter", "reference"), r.report()
+    r = _run(H.tf32_matmul)
+    assert r.status == "passed", r.report()
+
+
 def test_shims_give_the_compiled_numerics():
     from tests import test_shims as S
 

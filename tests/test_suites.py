@@ -40,7 +40,7 @@ def test_many_examples_across_dtypes_raise_no_alarm():
 
     # a second check on the matmul kernel whose reference models the GPU's tf32 products
     tf32 = tdiff.check(
-        launch=matmul.launch, name="tf32-reference",
+        launch=matmul.launch, name="tf32-reference", tolerance="tf32",  # (a reference is taken as IEEE otherwise)
         reference=lambda a, b: (_tf32(a) @ _tf32(b)).to(a.dtype),
         dims=matmul.matmul_kernel.__tdiff_checks__[0].dims,
         a=tst.tensors(shape=("M", "K"), dtype="float32", values=tst.values(-4, 4, specials=False)),

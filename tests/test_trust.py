@@ -163,6 +163,47 @@ def test_writes_outside_the_view_have_their_own_verdict():
     assert label(r) == [V.OUTSIDE_VIEW], r.report()
 
 
+def test_loads_outside_the_view_have_their_own_verdict_and_reproducer(tmp_path):
+    # the values read are dropped: the result is right, the kernel still reads memory that is not its input
+    r = run(H.row_sum_over_reads, repro_dir=tmp_path)
+    (d,) = r.failures
+    assert d.verdict.label == V.READS_OUTSIDE_VIEW and d.verdict.targets == ("x",), r.report()
+    assert "outside its view (padded)" in d.report and "mask=cols <= n" in d.report, d.report
+    assert d.repro_path is not None, d.repro_note
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 1 and '"kind": "gap-read"' in ran.stdout, ran.stdout + ran.stderr
+    # a kernel that follows the strides reads only its view, whatever the layout
+    ok = run(H.row_sum_strided)
+    assert ok.status == "passed", ok.report()
+
+
+def test_a_float16_accumulator_in_a_tf32_matmul_fails_where_no_side_ran_tf32():
+    # the interpreter multiplies in IEEE float32: against the reference, the tf32 allowance is not given
+    r = run(H.tf32_matmul_fp16_acc)
+    assert label(r) == [V.VS_REFERENCE], r.report()
+    assert run(H.tf32_matmul).status == "passed"
+    # one float16 rounding of the sum (1.0001 -> 1.0) is within tf32's allowance, not within float32's
+    check = H.tf32_matmul_fp16_acc.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    v, _ = judge.verdict(Case({"a": tensor_arg(torch.tensor([[1.0001]])), "b": tensor_arg(torch.tensor([[1.0]]))}))
+    assert v.label == V.VS_REFERENCE, v
+
+
+def test_agreeing_with_the_reference_only_within_tf32_blames_no_backend():
+    # compiled (tf32) 3e-3 high, interpreter (IEEE float32) 3e-3 low: they disagree; the compiled side agrees
+    # with the reference only within tf32's allowance, which the interpreter is not given: that is no evidence
+    # that the interpreter is wrong
+    check = H.tf32_matmul.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none", backends=(
+        "tests.faulty:FakeCompiledTf32High", "tests.faulty:FaultyInterpreterTf32Low", "reference")))
+    judge = runner.judge(check, runner.new_result(check))
+    v, _ = judge.verdict(Case({"a": tensor_arg(torch.tensor([[1.0]])), "b": tensor_arg(torch.tensor([[1.0]]))}))
+    assert v.label == V.VS_REFERENCE and v.pair == ("interpreter", "reference"), v
+    assert "only within tf32's allowance" in v.reasons[0], v.reasons
+
+
 def test_a_hang_costs_about_twice_the_timeout_and_leaves_a_reproducer(tmp_path):
     check = H.spins_on_negative.__tdiff_checks__[0]
     run(H.inplace_returned)  # (the worker processes are started)

@@ -126,7 +126,7 @@ class Session:
         if self.plan is not None and self.plan.device.type == "cpu":
             for name, alloc in self.plan.allocations.items():
                 self.memory.regions.append(Region(name, alloc.base, alloc.nbytes, alloc.arg.dt.itemsize, True,
-                                                  buffer=alloc.buffer.data_ptr()))
+                                                  buffer=alloc.buffer.data_ptr(), view=alloc.arg.in_view()))
         self.memory.line = user_line_now
 
     def at_limit(self) -> None:
@@ -807,6 +807,8 @@ def finish_trace(session: Session, returned: Any) -> None:
     for r in session.regions:
         if r.guarded:
             maps(r, r.name)
+            if r.outside is not None and r.outside_first is not None:
+                trace.outside_reads[r.name] = (int(r.outside.sum()), *r.outside_first)
     returned_regions: set[int] = set()
 
     def visit(value: Any, path: str) -> None:

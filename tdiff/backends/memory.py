@@ -39,6 +39,9 @@ class Region:
     eps: float = 0.0  # the coarsest unit roundoff of the arithmetic behind any stored value
     reads: int = 0  # elements loaded by the kernel
     read_back: bool = False  # the kernel loaded an element it had stored (a scratch buffer it uses)
+    view: np.ndarray | None = None  # for case inputs: True where a storage element belongs to the input's view
+    outside: np.ndarray | None = None  # elements outside the view the kernel loaded (None: none)
+    outside_first: tuple[int, int, str] | None = None  # (storage index, program, source line) of the first
     # within the current launch (data races): last plain writer, first reader, another reader
     w: np.ndarray | None = None
     r1: np.ndarray | None = None
@@ -143,10 +146,24 @@ class Memory:
                         ovf = np.zeros(mag.shape, bool)
                     ovf[lanes] = got
             r.reads += int(a.idx.size)
+            if r.view is not None:
+                self._outside(r, a.idx, program)
             if not r.read_back and r.writers is not None and (r.writers[a.idx] >= 0).any():
                 r.read_back = True
             self._read(r, a.idx, program)
         return mag.reshape(shape), (ovf.reshape(shape) if ovf is not None else None)
+
+    def _outside(self, r: Region, idx: np.ndarray, program: int) -> None:
+        """Record loads of storage elements that belong to no view of the input (padding, gaps, the
+        other half of a split): memory that is not the kernel's input."""
+        out = ~r.view[idx]  # type: ignore[index]
+        if not out.any():
+            return
+        hit = idx[out]
+        if r.outside is None:
+            r.outside = np.zeros(r.size, bool)
+            r.outside_first = (int(hit[0]), program, self.line())
+        r.outside[hit] = True
 
     def _read(self, r: Region, idx: np.ndarray, program: int) -> None:
         if r.w is not None:

@@ -152,13 +152,16 @@ class Case:
         return sum(sizes), max(sizes)
 
     def digest(self) -> str:
-        """A stable content hash, used as the case id."""
+        """A stable content hash, used as the case id: the same on every machine and in every process
+        (keys sorted, floats as exact hex, storages as little-endian bytes; nothing of the process, the
+        time or the platform goes in), so corpora from several machines merge by id."""
         h = hashlib.sha256()
         meta, arrays = to_json(self)
         h.update(json.dumps(meta, sort_keys=True).encode())
         for name in sorted(arrays):
+            a = np.ascontiguousarray(arrays[name])
             h.update(name.encode())
-            h.update(arrays[name].tobytes())
+            h.update(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
         return h.hexdigest()[:16]
 
 

@@ -1,4 +1,5 @@
-"""The `tdiff` console script: run the checks, replay corpus entries, show the environment."""
+"""The `tdiff` console script: run the checks, replay and merge corpora, show a fuzz campaign, show the
+environment."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import corpus as corpus_mod
+from . import corpora
 from .declaration import _import
 from .errors import CorpusError
 
@@ -39,13 +40,18 @@ def replay(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tdiff replay: {exc}")
         return 2
-    runner = Runner(opts)
     counts = {"passed": 0, "failed": 0, "error": 0, "known": 0, "fixed": 0, "not judged": 0}
-    entries = [e for p in args.paths for e in corpus_mod.all_entries(Path(p))]
-    if not entries:
+    found = corpora.union_of([Path(p) for p in args.paths])
+    if not found.entries and not found.conflicts:
         print(f"tdiff replay: no corpus entries under {', '.join(args.paths)}")
         return 2
-    for entry in entries:
+    total = len(found.entries) + found.duplicates + sum(len(c.entries) for c in found.conflicts)
+    print(f"tdiff replay: {total} entries in {len(args.paths)} path(s): {len(found.entries)} to replay, "
+          f"{found.duplicates} duplicate(s) skipped, {len(found.conflicts)} conflict(s)")
+    for conflict in found.conflicts:
+        print(f"CONFLICT   {conflict.key}: {conflict.describe()}")
+    runner = Runner(opts)
+    for entry in found.entries:
         try:
             check = _find_check(entry.meta())
         except (CorpusError, ImportError, KeyError, OSError) as exc:
@@ -63,8 +69,53 @@ def replay(args: argparse.Namespace) -> int:
     runner.executor.close()
     print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "
           f"{counts['fixed']} known but no longer diverging, {counts['not judged']} not judged here, "
-          f"{counts['error']} unreadable")
-    return 0 if counts["failed"] == counts["error"] == counts["fixed"] == counts["not judged"] == 0 else 1
+          f"{counts['error']} unreadable, {found.duplicates} duplicate(s) skipped, "
+          f"{len(found.conflicts)} conflict(s) not replayed")
+    bad = counts["failed"] + counts["error"] + counts["fixed"] + counts["not judged"] + len(found.conflicts)
+    return 0 if bad == 0 else 1
+
+
+def corpus_merge(args: argparse.Namespace) -> int:
+    try:
+        report = corpora.merge([Path(p) for p in args.sources], Path(args.into))
+    except CorpusError as exc:
+        print(f"tdiff corpus merge: {exc}")
+        return 2
+    for path in report.copied:
+        print(f"COPIED     {path}")
+    for conflict in report.conflicts:
+        print(f"CONFLICT   {conflict.key}: {conflict.describe()}")
+    for text in report.unreadable:
+        print(f"UNREADABLE {text}")
+    print(f"tdiff corpus merge into {args.into}: {report.describe()}")
+    return 0 if report.ok else 1
+
+
+def campaign(args: argparse.Namespace) -> int:
+    import json
+
+    from . import campaign as campaign_mod
+
+    if not Path(args.dir).is_dir():
+        print(f"tdiff campaign: {args.dir} is not a directory")
+        return 2
+    found = campaign_mod.aggregate(Path(args.dir))
+    if not found.checks:
+        print(f"tdiff campaign: no campaign records under {args.dir} (run fuzz targets with --tdiff-campaign DIR)")
+        return 2
+    if args.json:
+        print(json.dumps({"processes": found.processes, "checks": [c.as_json() for c in found.checks.values()],
+                          "problems": found.problems}, indent=2))
+        return 0
+    print(f"tdiff campaign {args.dir}: {len(found.processes)} process(es), {len(found.checks)} check(s)")
+    for line in campaign_mod.table(found):
+        print(line)
+    if args.details:
+        for line in campaign_mod.details(found):
+            print(line)
+    for problem in found.problems:
+        print(f"note: {problem}")
+    return 0
 
 
 def info(_: argparse.Namespace) -> int:
@@ -103,6 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--repro-dir", default=None, help="write reproducers of entries that still fail here")
     p.set_defaults(func=replay)
+    p = sub.add_parser("corpus", help="corpus maintenance: merge corpora from several machines")
+    csub = p.add_subparsers(dest="corpus_command", required=True)
+    m = csub.add_parser("merge", help="copy the entries DEST lacks from each SRC; identical ones are skipped, "
+                                      "conflicting ones reported (exit 1)")
+    m.add_argument("sources", nargs="+", metavar="SRC")
+    m.add_argument("--into", required=True, metavar="DEST")
+    m.set_defaults(func=corpus_merge)
+    p = sub.add_parser("campaign", help="the table of a fuzz campaign's records (--tdiff-campaign DIR)")
+    p.add_argument("dir")
+    p.add_argument("--json", action="store_true", help="everything, as JSON")
+    p.add_argument("--details", action="store_true", help="also list each check's classes and value classes")
+    p.set_defaults(func=campaign)
     p = sub.add_parser("info", help="versions, GPU, and what would be compared")
     p.set_defaults(func=info)
     args = parser.parse_args(argv)

@@ -107,6 +107,25 @@ class Entry:
     def id(self) -> str:
         return self.path.name
 
+    @property
+    def key(self) -> str:
+        """The entry's place in any corpus, `<kernel>/<id>`: copies of one entry in several corpora share it."""
+        return f"{self.path.parent.name}/{self.path.name}"
+
+    def replay_identity(self) -> dict:
+        """What replaying the entry depends on: the kernel, the case's content, what is expected of it, and
+        for a known divergence the divergence it must still show. The rest (versions, device, date, the
+        verdict's words) is history, and may differ between copies of one entry found on two machines."""
+        meta = self.meta()
+        k = meta["kernel"]
+        expect = meta.get("expect", "pass")
+        out: dict = {"kernel": f"{k.get('module')}::{k.get('name')}[{k.get('check', 'tdiff')}]",
+                     "case": self.load_case().digest(), "expect": expect}
+        if expect == "divergence":
+            d = meta.get("divergence") or {}
+            out["divergence"] = {"kind": d.get("kind"), "targets": sorted(d.get("targets") or [])}
+        return out
+
     def meta(self) -> dict:
         f = self.path / ENTRY
         try:

@@ -3,6 +3,7 @@ turned into `RunOptions` in one place."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("seed", int, "seed", "hypothesis seed"),
     ("timeout", float, "timeout", "per-case timeout in seconds for each backend (default 60; after a hang, a "
                                   "check's later runs wait less)"),
-    ("corpus", str, "corpus_dir", "corpus directory (default: corpus); 'none' to neither replay nor write"),
+    ("corpus", str, "corpus_dir", "corpus directory (default: corpus); 'none' to neither replay nor write. "
+                                  f"Several, separated by {os.pathsep!r}: all are replayed (each entry once), "
+                                  "new entries go to the first"),
     ("repro-dir", str, "repro_dir", "where reproducers and pictures go (default: tdiff-out); 'none' to skip"),
     ("isolation", str, "isolation", "process (workers; a crash or hang fails one case) or none (in this process; "
                                     "hangs are stopped by a watchdog on the main thread)"),
@@ -39,6 +42,14 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                                     "kernel lines it ran) or off (default; see the README's power table)"),
     ("thresholds", str, "thresholds", "on (default: size strategies also draw the sizes on the constants the kernel "
                                       "and its launch compare sizes with) or off"),
+    ("database", str, "database", "hypothesis example database shared by processes and machines: a directory "
+                                  "(e.g. on shared storage) or redis://host:port/db (needs the redis package); "
+                                  "with --tdiff-fuzz-targets it becomes the session's default database, the one "
+                                  "HypoFuzz uses"),
+    ("shard", str, "shard", "K/N: run only the checks of shard K of N (each check's shard is a stable hash of "
+                            "its id), one per CI job"),
+    ("campaign", str, "campaign_dir", "directory where fuzz targets record the campaign (one JSON-lines file per "
+                                      "process); tdiff campaign DIR makes the table"),
 ]
 
 DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
@@ -96,8 +107,22 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             if value not in ("on", "off"):
                 raise ValueError(f"--tdiff-{name} must be on or off, not {value!r}")
             value = value == "on"
+        elif field == "corpus_dir":
+            first, *more = [p.strip() for p in value.split(os.pathsep) if p.strip()] or ["none"]
+            value = None if first.lower() == "none" else root / first
+            changes["corpus_more"] = tuple(root / p for p in more)
         elif field in DEFAULT_DIRS:
             value = None if value.lower() == "none" else root / value
+        elif field == "database":
+            from .database import open_database
+
+            value = open_database(value, root)
+        elif field == "shard":
+            from .shard import parse
+
+            value = parse(value)
+        elif field == "campaign_dir":
+            value = root / value
         changes[field] = value
     if changes.get("profile") not in (None, *PROFILES):
         raise ValueError(f"--tdiff-profile must be one of {', '.join(PROFILES)}, not {changes['profile']!r}")

@@ -144,6 +144,8 @@ class Trace:
     # per input name or returned path, like `writers`: see tdiff.backends.dataflow
     scales: dict[str, np.ndarray] = field(default_factory=dict)  # dataflow magnitude of each element
     overflow: dict[str, np.ndarray] = field(default_factory=dict)  # an overflow upstream of the element
+    # decided by a comparison of computed values within tolerance (an argmax among near-ties; see dataflow)
+    fragile: dict[str, np.ndarray] = field(default_factory=dict)
     edges: dict[str, np.ndarray] = field(default_factory=dict)  # inputs near the dtype's limits fed it
     precision: dict[str, float] = field(default_factory=dict)  # unit roundoff of the arithmetic behind it
     loaded: dict[str, np.ndarray] = field(default_factory=dict)  # the storing program's largest input

@@ -55,21 +55,54 @@ class TdiffSession:
             return config.getini(key) if value is None else value
 
         worker = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
+        self.xdist_worker = int(worker.group(1)) if worker else None
+        self.fuzz = bool(config.getoption("tdiff_fuzz_targets"))
         try:
-            gpu = gpu_for_worker(int(worker.group(1))) if worker else None
+            gpu = gpu_for_worker(self.xdist_worker) if worker else None
             self.options = options.build(get, Path(str(config.rootpath)), gpu)
         except (ValueError, GPUError) as exc:
             raise pytest.UsageError(str(exc)) from None
         self.runner: Any = None
+        self.recorder: Any = None
+        self.slot: int | None = None
+        self.compat: list[str] = []  # hypothesis names aliased for HypoFuzz (tdiff.fuzz.hypofuzz_compat)
+        if self.fuzz:
+            from .fuzz import hypofuzz_compat
+
+            self.compat = hypofuzz_compat()
         self.summaries: list[dict] = []
         self.durations: dict[str, float] = {}
+
+    def pin(self) -> None:
+        """A fuzz process that xdist does not number (HypoFuzz's) claims a slot of this machine and pins its
+        GPU worker to GPU slot % count (tdiff.pinning); once, before its first worker starts."""
+        if not self.fuzz or self.xdist_worker is not None or self.slot is not None:
+            return
+        from .pinning import fuzz_process_gpu
+
+        self.slot, gpu = fuzz_process_gpu()
+        if gpu is not None:
+            self.options = self.options.with_(gpu=gpu)
 
     def get_runner(self) -> Any:
         if self.runner is None:
             from .runner import Runner
 
+            self.pin()
             self.runner = Runner(self.options)
         return self.runner
+
+    def get_recorder(self) -> Any:
+        """The campaign recorder of this process (--tdiff-campaign), or None."""
+        if self.options.campaign_dir is None:
+            return None
+        if self.recorder is None:
+            from .campaign import Recorder
+
+            self.pin()
+            self.recorder = Recorder(self.options.campaign_dir, {"slot": self.slot, "gpu": self.options.gpu,
+                                                                 "xdist_worker": self.xdist_worker})
+        return self.recorder
 
     def warm(self) -> None:
         """Start the worker processes at once: their imports (torch, triton) and CUDA set-up then
@@ -82,6 +115,7 @@ class TdiffSession:
         from .gpus import device_count
         from .workers import shared_pool
 
+        self.pin()
         if self.options.backends:
             lanes = sorted({BackendSpec.parse(b).lane if b != "metamorphic" else "gpu" for b in self.options.backends}
                            | {"ref"})
@@ -99,8 +133,16 @@ class TdiffSession:
             what = "compiled and interpreter"
         else:
             what = "interpreter (no CUDA GPU: the compiled backend is skipped)"
+        corpus = os.pathsep.join(str(p) for p in (opts.corpus_dir or "off", *opts.corpus_more))
+        extra = f"; shard {opts.shard[0]}/{opts.shard[1]}" if opts.shard else ""
+        if opts.database is not None:
+            from .database import describe
+
+            extra += f"; example database {describe(opts.database)}"
+        if self.compat:
+            extra += f"; for HypoFuzz, hypothesis's span_comments also named {' and '.join(self.compat)}"
         return [f"tdiff: {what} on every case, plus each check's reference; profile {opts.profile}; "
-                f"corpus {opts.corpus_dir or 'off'}; isolation {opts.isolation}"]
+                f"corpus {corpus}; isolation {opts.isolation}{extra}"]
 
     def close(self) -> None:
         if self.runner is not None or self.options.isolation != "none":
@@ -109,6 +151,14 @@ class TdiffSession:
             close_shared(wait=False)  # the workers exit on their own (CUDA teardown): no need to wait for them
 
     # -- hooks (this object is registered as a plugin for the session) --------------------
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # after every plugin's pytest_configure (hypothesis's loads --hypothesis-profile there), before the
+        # fuzz targets are made: they and HypoFuzz take the default profile's database
+        if self.fuzz and self.options.database is not None:
+            from .database import use_as_default
+
+            use_as_default(self.options.database)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         blob = dict(report.user_properties).get(RESULTS_KEY) if report.when == "call" else None
         if blob is not None:
@@ -139,6 +189,7 @@ class TdiffSession:
 
 
 _KEY = pytest.StashKey[TdiffSession]()
+CHECK_KEY = pytest.StashKey["Check"]()  # the check an item runs (a TdiffItem, or a fuzz target's Function)
 
 
 def _session(config: pytest.Config) -> TdiffSession | None:
@@ -233,7 +284,8 @@ def _item(parent: pytest.Collector, check: Check) -> pytest.Item:
 
     session = parent.config.stash[_KEY]
     item = pytest.Function.from_parent(parent, name=check.item_name,
-                                       callobj=hypothesis_test(check, session.get_runner))
+                                       callobj=hypothesis_test(check, session.get_runner, session.get_recorder))
+    item.stash[CHECK_KEY] = check
     item.add_marker("tdiff")
     for mark in getattr(check, "marks", ()) or ():
         item.add_marker(mark)
@@ -248,6 +300,7 @@ class TdiffItem(pytest.Item):
     def __init__(self, *, check: Check, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check = check
+        self.stash[CHECK_KEY] = check
         self.add_marker("tdiff")
         for mark in getattr(check, "marks", ()) or ():
             self.add_marker(mark)
@@ -287,10 +340,20 @@ class TdiffItem(pytest.Item):
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the checks that took longest last time first (shortest makespan under xdist);
-    checks never timed run first of all. Other items keep their places."""
+    """Deselect the checks of other shards (--tdiff-shard); run the checks that took longest last time
+    first (shortest makespan under xdist); checks never timed run first of all. Other items keep their places."""
+    state = _session(config)
+    if state is not None and state.options.shard is not None:
+        from .shard import in_shard
+
+        shard = state.options.shard
+        keep = [it for it in items if CHECK_KEY not in it.stash or in_shard(it.stash[CHECK_KEY].id, shard)]
+        if len(keep) != len(items):
+            kept = set(map(id, keep))
+            config.hook.pytest_deselected(items=[it for it in items if id(it) not in kept])
+            items[:] = keep
     cache = getattr(config, "cache", None)
-    if _session(config) is None or cache is None:
+    if state is None or cache is None:
         return
     known = cache.get(DURATIONS_KEY, {})
     slots = [i for i, it in enumerate(items) if isinstance(it, TdiffItem)]

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import corpora, kernels, precompile, repro
 from . import corpus as corpus_mod
-from . import kernels, precompile, repro
 from .backends.base import BackendSpec, gpu_available
 from .backends.specialize import SPEC as SPECIALIZE
 from .budget import CompileBudget
@@ -86,9 +86,8 @@ class Runner:
                                + [BackendSpec("precompile", slot=i).lane for i in range(workers)])
         budget = self.budget(check, judge.opinions)
         try:
-            if self.options.replay and self.options.corpus_dir is not None:
-                for entry in corpus_mod.entries_for(Path(self.options.corpus_dir), check):
-                    self.replay_entry(check, entry, result, judge)
+            if self.options.replay:
+                self.replay_corpora(check, result, judge)
             ahead, started = None, {}
             if workers:
                 def ahead(cases: list[Case]) -> None:
@@ -221,6 +220,19 @@ class Runner:
         entries[key] = path
 
     # -- the corpus --------------------------------------------------------------------
+    def replay_corpora(self, check: Check, result: CheckResult, judge: CaseJudge) -> None:
+        """Replay the check's entries in every corpus of the run (`corpus_dir`, then `corpus_more`), each
+        entry once; copies of an entry that conflict are replayed from none and make the check an error."""
+        roots = [r for r in (self.options.corpus_dir, *self.options.corpus_more) if r is not None]
+        if not roots:
+            return
+        found = corpora.entries_for_check(roots, check)
+        for conflict in found.conflicts:
+            result.status = "error"
+            result.notes.append(conflict.describe())
+        for entry in found.entries:
+            self.replay_entry(check, entry, result, judge)
+
     def replay_entry(self, check: Check, entry: corpus_mod.Entry, result: CheckResult,
                      judge: CaseJudge | None = None) -> str:
         """Replay one corpus entry into `result`; returns "passed", "failed", "known", "fixed" (a known

@@ -34,6 +34,7 @@ class RunOptions:
     timeout: float = 60.0  # per case and backend, seconds
     isolation: str = "process"  # "process" (workers) or "none" (in this process)
     corpus_dir: Path | None = Path("corpus")
+    corpus_more: tuple[Path, ...] = ()  # other corpora replayed beside corpus_dir (never written)
     repro_dir: Path | None = Path("tdiff-out")
     replay: bool = True  # replay corpus entries before drawing new cases
     shrink_budget: float = 60.0
@@ -43,7 +44,7 @@ class RunOptions:
     compile_budget: float = 30.0  # compile seconds per check on new combinations of classes (0: no limit)
     max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)
     coverage: str = "report"  # kernel lines no case ran: "report" them, or "require" every line to run (else fail)
-    database: Any = None  # a hypothesis ExampleDatabase; None: the profile decides
+    database: Any = None  # a hypothesis ExampleDatabase (--tdiff-database); None: the profile decides
     precompile: int | None = 0  # compile workers compiling ahead of use (None: auto; 0: off, the default)
     # hypothesis's target phase climbs each case's closeness and kernel lines run; off by default: at the
     # ci example count it found fewer planted bugs (bench/power.md)
@@ -51,6 +52,8 @@ class RunOptions:
     # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.thresholds)
     thresholds: bool = True
     gpu: int | None = None
+    shard: tuple[int, int] | None = None  # (K, N): only the checks of shard K of N run (tdiff.shard)
+    campaign_dir: Path | None = None  # where fuzz targets record a campaign (tdiff.campaign)
 
     def with_(self, **changes: Any) -> RunOptions:
         return replace(self, **changes)
@@ -69,7 +72,8 @@ def hypothesis_settings(opts: RunOptions, max_examples: int | None = None) -> hs
         db = None
     return hsettings(
         max_examples=n,
-        derandomize=derandomize and opts.seed is None,
+        # (a derandomized run uses no database: one given replaces derandomizing, as a seed does)
+        derandomize=derandomize and opts.seed is None and opts.database is None,
         database=db,
         deadline=None,  # a first compile takes up to half a second; never a reason to fail
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,

@@ -30,6 +30,7 @@ class Target:
     writers: np.ndarray | None = None  # linear program that last stored each element (-1: none)
     scale: np.ndarray | None = None  # dataflow magnitude of each element (see tdiff.backends.dataflow)
     overflow: np.ndarray | None = None  # an overflow happened upstream of the element
+    fragile: np.ndarray | None = None  # decided by a comparison of computed values within tolerance
     edge: np.ndarray | None = None  # how close the inputs that fed it were to their dtype's limits
     precision: float = 0.0  # unit roundoff of the narrowest arithmetic behind it (0: unknown)
     loaded: np.ndarray | None = None  # the largest input magnitude the program that stored it loaded
@@ -98,7 +99,7 @@ def _from_trace(o: Outcome, key: str, index: np.ndarray | None) -> dict[str, np.
     t = o.trace
     out: dict[str, np.ndarray | None] = {}
     for attr, src in (("writers", "writers"), ("scale", "scales"), ("overflow", "overflow"), ("edge", "edges"),
-                      ("loaded", "loaded")):
+                      ("loaded", "loaded"), ("fragile", "fragile")):
         a = getattr(t, src).get(key) if t is not None else None
         if a is not None and index is not None:
             a = a[index]

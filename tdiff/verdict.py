@@ -111,6 +111,12 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
             continue
         for f in p.comparison.forgiven:
             (j, x, y) = f.example
+            if f.why == "fragile":
+                out.append(("near-tie", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` were decided by "
+                                        f"comparing computed values within tolerance of each other (e.g. an argmax "
+                                        f"among near-ties; at {j}: {x:.6g} vs {y:.6g}): either decision is right, "
+                                        "not failed"))
+                continue
             how = "the case's inputs reach the dtype's limits" if f.coarse else \
                 "values at the dtype's limits overflowed on the way, in an order Triton does not fix, or the exact " \
                 "result does not fit the dtype"

@@ -600,3 +600,40 @@ def tf32_matmul(a_ptr, b_ptr, c_ptr, M, K, N, sa, sb, BM: tl.constexpr, BK: tl.c
         b = tl.load(b_ptr + rk[:, None] * sb + rn, mask=(rk[:, None] < K) & (rn < N), other=0.0)
         acc += tl.dot(a, b)
     tl.store(c_ptr + rm * N + rn, acc, mask=(rm < M) & (rn < N))
+
+
+# -- an argmax among near-ties: the kernel's own rounding (x + 1000 - 1000) makes values within its tolerance
+#    compare equal, so its index may differ from the reference's, legitimately; the same tie rule on raw loaded
+#    values (no arithmetic: every backend compares the same bits) is judged exactly
+
+def _argmax_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty(rows, dtype=torch.int32, device=x.device)
+    kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+_ARGMAX = dict(launch=_argmax_launch, reference=lambda x: torch.argmax(x, -1).int(),
+               x=tst.tensors(ndim=2, max_side=8, dtype="float32", layouts=["contiguous"],
+                             values=tst.values(-4, 4, specials=False)))
+
+
+@tdiff.check(**_ARGMAX)
+@triton.jit
+def argmax_rounded(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=float("-inf"))
+    v = (x + 1000.0) - 1000.0  # rounds to the float32 grid at 1000: close values tie
+    m = tl.max(v, axis=0)
+    tl.store(out_ptr + row, tl.min(tl.where(v == m, cols, BLOCK), axis=0))
+
+
+@tdiff.check(**_ARGMAX)
+@triton.jit
+def argmax_last_tie(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=float("-inf"))
+    m = tl.max(x, axis=0)
+    tl.store(out_ptr + row, tl.max(tl.where(x == m, cols, -1), axis=0))  # the bug: the last of equal maxima

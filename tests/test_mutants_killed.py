@@ -552,3 +552,32 @@ def test_the_reproducers_tolerance_is_tdiffs():
         spec = {"exact": tol.exact, "rtol": tol.rtol, "atol": tol.atol, "scale": tol.scale,
                 "signed_zero": tol.signed_zero}
         assert np.array_equal(scope["close"](a, b, spec), close(a, b, tol)), tol
+
+
+def test_only_comparisons_of_computed_values_are_fragile():
+    from tdiff.backends import dataflow
+    from tdiff.backends.interpreter import _interp
+
+    def handle(v, computed):
+        h = _interp.TensorHandle(np.array(v, np.float32), tl.float32)
+        if computed:
+            dataflow.set_shadows(h, np.abs(h.data).astype(np.float64), None, 2.0**-23)
+        return h
+
+    def allowed(a, b, m):
+        return 1e-6 * np.maximum(a, b) + 1e-6 * m
+
+    a, b = [1.0, 1.0, 1.0], [1.0000001, 1.0, 2.0]  # close and unequal, equal, far
+    for computed, want in ((False, None), (True, [True, False, False])):
+        out = _interp.TensorHandle(np.array(a) < np.array(b), tl.int1)
+        dataflow.compare(out, handle(a, computed), handle(b, computed), allowed)
+        got = dataflow.fragile_of(out)
+        assert (got.tolist() if got is not None else None) == want
+    # a maximum whose two largest values tie (within tolerance) is fragile; of loaded values, never
+    for computed, want in ((False, None), (True, [True, False])):
+        x = handle([[3.0, 3.0, 1.0, 0.0], [3.0, 1.0, 0.0, 0.0]], computed)
+        out = _interp.TensorHandle(np.array([3.0, 3.0], np.float32), tl.float32)
+        dataflow.extreme_fragile(tl.core.tensor(x, tl.block_type(tl.float32, [2, 4])),
+                                 tl.core.tensor(out, tl.block_type(tl.float32, [2])), 1, False, True, allowed)
+        got = dataflow.fragile_of(out)
+        assert (got.tolist() if got is not None else None) == want

@@ -204,6 +204,23 @@ def test_agreeing_with_the_reference_only_within_tf32_blames_no_backend():
     assert "only within tf32's allowance" in v.reasons[0], v.reasons
 
 
+def test_an_argmax_among_near_ties_passes_and_an_exact_tie_rule_is_judged():
+    def verdict(kernel, x):
+        check = kernel.__tdiff_checks__[0]
+        runner = tdiff.Runner(OPTS.with_(isolation="none"))
+        return runner.judge(check, runner.new_result(check)).verdict(Case({"x": tensor_arg(x)}))[0]
+
+    # 0 and 1e-5 both round to 1000 + 0: the kernel's own rounding ties them, the reference does not
+    v = verdict(H.argmax_rounded, torch.tensor([[0.0, 1e-5, -3.0]]))
+    assert not v.failed and [k for k, _ in v.notes] == ["near-tie"], v
+    assert verdict(H.argmax_rounded, torch.tensor([[0.0, 1.0, -3.0]])).label == V.PASSED  # far apart: exact
+    # the same index rule, wrong, on loaded values: no arithmetic, so no backend may tie them differently
+    v = verdict(H.argmax_last_tie, torch.tensor([[2.0, 2.0, -3.0]]))
+    assert v.label == V.VS_REFERENCE, v
+    r = run(H.argmax_rounded)
+    assert r.status == "passed", r.report()
+
+
 def test_a_hang_costs_about_twice_the_timeout_and_leaves_a_reproducer(tmp_path):
     check = H.spins_on_negative.__tdiff_checks__[0]
     run(H.inplace_returned)  # (the worker processes are started)

@@ -19,6 +19,12 @@ Each floating `TensorHandle` the instrumented builder returns carries shadows:
   float64 run on upcast inputs, a finite value beyond the case's own dtype's range counts too.
 - `eps` (per handle): the unit roundoff of the narrowest float type the arithmetic upstream ran in
   (loads are exact; fp16 arithmetic stored into an fp32 output carries fp16 rounding).
+- `fragile` (per element, any dtype): the value was decided by a comparison of computed floats that
+  were within the arithmetic's tolerance of each other (`x == tl.max(x)` after an approximate `tanh`,
+  `block_max > m`): another backend, rounding within its tolerance, may decide the other way, so an
+  argmax index or a branch taken may legitimately differ there. Comparisons of values no arithmetic
+  produced (loads, constants) are exact and never fragile. It follows every value computed from a
+  fragile one, through memory too.
 
 Handles without shadows (made outside the builder) count with their own magnitude.
 """
@@ -38,6 +44,7 @@ from .shims import bf16_to_f32
 MAG = "_tdiff_mag"
 OVF = "_tdiff_ovf"
 EPS = "_tdiff_eps"
+FRAGILE = "_tdiff_fragile"
 
 #: builder methods that only move values: the shadows move the same way
 LAYOUT = ("create_reshape", "create_trans", "create_expand_dims", "create_broadcast", "create_splat",
@@ -270,12 +277,125 @@ def _shadow_handle(h: Any, kind: str) -> Any:
     if kind == "mag":
         m = mag_of(h)
         return TensorHandle(m if m is not None else np.zeros(np.shape(h.data)), tl.float64)
-    o = ovf_of(h)
+    o = ovf_of(h) if kind == "ovf" else fragile_of(h)
     return TensorHandle(o if o is not None else np.zeros(np.shape(h.data), bool), tl.int1)
+
+
+# ------------------------------------------------------------------ fragile: decided by a close comparison
+
+def fragile_of(h: Any) -> np.ndarray | None:
+    """Where a handle's value was decided by a comparison within tolerance (None: nowhere)."""
+    f = getattr(h, FRAGILE, None) if isinstance(h, TensorHandle) else None
+    return f if f is not None and np.shape(f) == np.shape(h.data) else None
+
+
+def set_fragile(h: Any, f: np.ndarray | None) -> None:
+    if isinstance(h, TensorHandle) and f is not None and np.any(f):
+        object.__setattr__(h, FRAGILE, np.broadcast_to(np.asarray(f, bool), np.shape(h.data)).copy())
+
+
+def carry_fragile(out: Any, args: Sequence[Any]) -> None:
+    """An elementwise result is fragile where any operand is."""
+    found = [fragile_of(a) for a in args if isinstance(a, TensorHandle)]
+    found = [f for f in found if f is not None]
+    if not found:
+        return
+    for o in out if isinstance(out, tuple) else (out,):
+        if isinstance(o, TensorHandle):
+            shape = np.shape(o.data)
+            acc = np.zeros(shape, bool)
+            for f in found:
+                acc |= _fit(f, shape)
+            set_fragile(o, acc)
+
+
+def compare(out: TensorHandle, a: Any, b: Any,
+            allowed: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None) -> None:
+    """A comparison of two floats: its result is fragile where either operand was computed (carries
+    rounding) and the two differ by no more than `allowed(|a|, |b|, M)`, M the larger error scale
+    (twice the tolerance: each side may be off by it); and where an operand already was fragile.
+    Equal operands are not fragile here: `x == tl.max(x)` at the maximum is the same value on every
+    backend; a tie between two lanes is the reduction's to flag (`extreme_fragile`)."""
+    carry_fragile(out, [a, b])
+    if not (isinstance(a, TensorHandle) and isinstance(b, TensorHandle) and is_float(a) and is_float(b)):
+        return
+    if allowed is None or not (eps_of(a) or eps_of(b)):
+        return  # loads and constants, or exact operations: the comparison is the same on every backend
+    shape = np.shape(out.data)
+    va, vb = _fit(values(a), shape), _fit(values(b), shape)
+    ma, mb = _fit(mag_of(a), shape), _fit(mag_of(b), shape)  # type: ignore[arg-type]
+    with np.errstate(all="ignore"):
+        close = np.isfinite(va) & np.isfinite(vb) & (va != vb) & (np.abs(va - vb) <= 2 * allowed(
+            np.abs(va), np.abs(vb), np.maximum(ma, mb)))
+    if close.any():
+        prev = fragile_of(out)
+        set_fragile(out, close if prev is None else prev | close)
+
+
+def extreme_fragile(inp: Any, out: Any, axis: int | None, keep_dims: bool, largest: bool,
+                    allowed: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None) -> None:
+    """A max (or min) of computed floats is fragile where its two largest (smallest) values along the
+    axis are within `allowed` of each other, ties included: which lane holds the extreme (an argmax,
+    `x == tl.max(x)`) may differ on another backend."""
+    hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
+    if allowed is None or not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi)) \
+            or not eps_of(hi):
+        return
+    vals, mag = values(hi), mag_of(hi)
+    if vals.ndim == 0:
+        return
+    ax = -1 if axis is None else axis % vals.ndim
+    if axis is None:
+        vals, mag = vals.reshape(-1), mag.reshape(-1)  # type: ignore[union-attr]
+    if vals.shape[ax] < 2:
+        return
+    with np.errstate(all="ignore"):
+        s = np.sort(vals if largest else -vals, axis=ax)
+        top, second = np.take(s, -1, axis=ax), np.take(s, -2, axis=ax)
+        m = np.max(mag, axis=ax)  # type: ignore[arg-type]
+        near = np.isfinite(top) & np.isfinite(second) & (top - second <= 2 * allowed(np.abs(top), np.abs(second), m))
+    if not near.any():
+        return
+    shape = np.shape(ho.data)
+    if keep_dims and axis is not None:
+        near = np.expand_dims(near, ax)
+    near = near.reshape(shape) if near.size == int(np.prod(shape, dtype=int)) else np.full(shape, bool(near.any()))
+    prev = fragile_of(ho)
+    set_fragile(ho, near if prev is None else prev | near)
+
+
+def layout_fragile(fn: Callable, args: tuple, kw: dict, out: Any) -> None:
+    """Move the operands' fragile shadows as a layout op moves their values (any dtype)."""
+    srcs = [a for a in args if isinstance(a, TensorHandle) and fragile_of(a) is not None]
+    if not srcs:
+        return
+    ids = {id(a) for a in srcs}
+    got = fn(*[_shadow_handle(a, "fragile") if id(a) in ids else a for a in args], **kw)
+    outs = out if isinstance(out, tuple) else (out,)
+    for o, g in zip(outs, got if isinstance(got, tuple) else (got,)):
+        if isinstance(o, TensorHandle) and isinstance(g, TensorHandle) and np.shape(g.data) == np.shape(o.data):
+            set_fragile(o, np.asarray(g.data, bool))
+
+
+def reduce_fragile(inp: Any, out: Any, axis: int | None, keep_dims: bool, scan: bool = False) -> None:
+    """A reduction (or scan) is fragile where any element it combined is."""
+    hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
+    f = fragile_of(hi)
+    if f is None or not isinstance(ho, TensorHandle):
+        return
+    shape = np.shape(ho.data)
+    ax = None if axis is None or f.ndim == 0 else axis % f.ndim
+    if scan:
+        r = np.logical_or.accumulate(f, axis=ax) if ax is not None else np.logical_or.accumulate(f.reshape(-1))
+    else:
+        r = f.any(axis=ax, keepdims=keep_dims) if ax is not None else f.any()
+    r = np.asarray(r)
+    set_fragile(ho, r.reshape(shape) if r.size == int(np.prod(shape, dtype=int)) else np.full(shape, bool(r.any())))
 
 
 def layout(fn: Callable, args: tuple, kw: dict, out: Any) -> None:
     """A result that only moves values: apply the same move to the operands' shadows."""
+    layout_fragile(fn, args, kw, out)
     outs = out if isinstance(out, tuple) else (out,)
     if not any(isinstance(o, TensorHandle) and is_float(o) for o in outs):
         return
@@ -298,6 +418,14 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, ab
     as one long dot)."""
     ma, mb, md = mag_of(a), mag_of(b), mag_of(d)
     shape = np.shape(out.data)
+    fa, fb = fragile_of(a), fragile_of(b)
+    if fa is not None or fb is not None or fragile_of(d) is not None:  # each output on a row of a, a column of b
+        f = np.zeros(shape, bool) | _fit(fragile_of(d) if fragile_of(d) is not None else np.zeros(shape, bool), shape)
+        if fa is not None and fa.ndim >= 2:
+            f |= fa.any(axis=-1)[..., :, None]
+        if fb is not None and fb.ndim >= 2:
+            f |= fb.any(axis=-2)[..., None, :]
+        set_fragile(out, f)
     if ma is None or mb is None or ma.ndim < 2:
         return elementwise(out, [a, b, d], "create_dot", above)
     va, vb = _finite_abs(values(a)), _finite_abs(values(b))

@@ -133,6 +133,20 @@ class Session:
         """The running program computed a value at the limit of its dtype's range."""
         self.edge = max(self.edge, 1.0)
 
+    def close_allowance(self, operand: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
+        """How far apart two compared values of `operand`'s type may be and still compare either way on
+        another backend: the tolerance of the operations run so far (see `dataflow.compare`); None
+        where those operations are exact (every backend computes the same bits)."""
+        from ..tolerance import from_ops
+
+        t = dataflow.scalar_type(operand)
+        name = "bfloat16" if t == tl.bfloat16 else {16: "float16", 64: "float64"}.get(
+            getattr(t, "primitive_bitwidth", 32), "float32")
+        tol = from_ops(self.trace.ops, name, reference=True)
+        if tol.exact:
+            return None
+        return lambda a, b, m: tol.atol + tol.rtol * np.maximum(a, b) + tol.scale * m
+
     @property
     def regions(self) -> list[Region]:
         return self.memory.regions
@@ -380,6 +394,7 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
     layout = name in dataflow.LAYOUT
     ub = name in ("create_fp_to_si", "create_fp_to_ui")
     unsigned = name.endswith("ui")
+    compare = name.startswith("create_fcmp")
 
     def hook(*args: Any, **kw: Any) -> Any:
         if tag is not None:
@@ -392,7 +407,12 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
                 out = _interp.TensorHandle(np.where(np.broadcast_to(bad, data.shape), ~data, data), out.dtype)
         if layout:
             dataflow.layout(fn, args, kw, out)
-        elif isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
+            return out
+        if compare:
+            dataflow.compare(out, args[0], args[1], session.close_allowance(args[0]))
+        else:
+            dataflow.carry_fragile(out, args)
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
                 and dataflow.elementwise(out, args, name, session.above):
             session.at_limit()
         return out
@@ -470,7 +490,8 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
                 other = TensorHandle(undefined.poison(dtype, _interp._get_np_dtype(dtype), addrs.shape), dtype)
         out = load(ptrs, mask, other, *rest, **kw)
         if record:
-            stored, ovf = memory.load(session.pid, addrs, active, addrs.shape)
+            stored, ovf, fragile = memory.load(session.pid, addrs, active, addrs.shape)
+            dataflow.set_fragile(out, _shaped(fragile, np.shape(out.data)))
         else:
             stored, ovf = None, None
         if dataflow.is_float(out):
@@ -499,7 +520,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             addrs = ptrs.data.astype(np.uint64, copy=False)
             memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(dataflow.mag_of(value), addrs.shape),
                          _shaped(dataflow.ovf_of(value), addrs.shape), session.edge, eps=dataflow.eps_of(value),
-                         loaded=session.loaded)
+                         loaded=session.loaded, fragile=_shaped(dataflow.fragile_of(value), addrs.shape))
         return store(ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
@@ -543,7 +564,8 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
                     ovf = made if ovf is None else ovf | made
             memory.store(session.pid, addrs, _full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
                          session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
-                         if dataflow.is_float(val) else 0.0, loaded=session.loaded)
+                         if dataflow.is_float(val) else 0.0, loaded=session.loaded,
+                         fragile=_shaped(dataflow.fragile_of(val), addrs.shape))
         return old
 
     def create_atomic_cas(ptr, cmp, val, *rest, **kw):
@@ -587,12 +609,32 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
         for i, o in zip(ins, outs):
             if dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan, above=session.above):
                 session.at_limit()
+        for o in outs:  # (an argmax's index depends on every input: each output on each input)
+            for i in ins:
+                dataflow.reduce_fragile(i, o, axis, bool(keep_dims), scan=scan)
+        extreme = _extreme(combine_fn)
+        if extreme is not None and not scan:  # near-ties among the extremes: which lane holds it may change
+            for o in outs:
+                dataflow.extreme_fragile(ins[0], o, axis, bool(keep_dims), extreme == "max",
+                                         session.close_allowance(ins[0].handle))
         if any(narrow):
             outs = tuple(_retype(o, tl.bfloat16) if n and _is_f32_tensor(o) else o for o, n in zip(outs, narrow))
             out = outs if isinstance(out, tuple) else outs[0]
         return out
 
     return hook
+
+
+def _extreme(combine_fn: Any) -> str | None:
+    """"max" or "min" for the combine functions of tl.max / tl.min / tl.argmax / tl.argmin, else None."""
+    if combine_fn is tl.standard._elementwise_max:
+        return "max"
+    if combine_fn is tl.standard._elementwise_min:
+        return "min"
+    name = getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
+    if "arg" in name:
+        return "max" if "max" in name else "min" if "min" in name else None
+    return None
 
 
 def _is_bf16_tensor(t: Any) -> bool:
@@ -801,6 +843,8 @@ def finish_trace(session: Session, returned: Any) -> None:
                 trace.loaded[key] = pick(r.loaded)
         if r.ovf is not None and r.ovf.any():
             trace.overflow[key] = pick(r.ovf)
+        if r.fragile is not None and r.fragile.any():
+            trace.fragile[key] = pick(r.fragile)
         if r.eps:
             trace.precision[key] = r.eps
 

@@ -33,6 +33,7 @@ class Region:
     conflicts: int = 0  # elements stored by more than one program (plain stores)
     mag: np.ndarray | None = None  # dataflow magnitude of each element's value (0: never stored)
     ovf: np.ndarray | None = None  # an overflow upstream of the stored value
+    fragile: np.ndarray | None = None  # the stored value was decided by a comparison within tolerance
     edge: np.ndarray | None = None  # the storing program's input edge ratio (see dataflow.edge_ratio)
     loaded: np.ndarray | None = None  # the storing program's largest finite loaded magnitude
     adds: np.ndarray | None = None  # atomic updates per element
@@ -129,11 +130,11 @@ class Memory:
 
     # -- loads -------------------------------------------------------------
     def load(self, program: int, addrs: np.ndarray, active: np.ndarray | None,
-             shape: tuple) -> tuple[np.ndarray, np.ndarray | None]:
-        """Record a load; returns the stored magnitude and overflow shadows of the loaded elements
-        (zeros / None where nothing was stored by this run)."""
+             shape: tuple) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Record a load; returns the stored magnitude, overflow and fragile shadows of the loaded
+        elements (zeros / None where nothing was stored by this run)."""
         mag = np.zeros(int(np.prod(shape, dtype=np.int64)))
-        ovf = None
+        ovf = fragile = None
         for a in self.split(addrs, active):
             r = a.region
             lanes = a.lanes if a.lanes is not None else slice(None)
@@ -145,13 +146,20 @@ class Memory:
                     if ovf is None:
                         ovf = np.zeros(mag.shape, bool)
                     ovf[lanes] = got
+            if r.fragile is not None:
+                got = r.fragile[a.idx]
+                if got.any():
+                    if fragile is None:
+                        fragile = np.zeros(mag.shape, bool)
+                    fragile[lanes] = got
             r.reads += int(a.idx.size)
             if r.view is not None:
                 self._outside(r, a.idx, program)
             if not r.read_back and r.writers is not None and (r.writers[a.idx] >= 0).any():
                 r.read_back = True
             self._read(r, a.idx, program)
-        return mag.reshape(shape), (ovf.reshape(shape) if ovf is not None else None)
+        return (mag.reshape(shape), ovf.reshape(shape) if ovf is not None else None,
+                fragile.reshape(shape) if fragile is not None else None)
 
     def _outside(self, r: Region, idx: np.ndarray, program: int) -> None:
         """Record loads of storage elements that belong to no view of the input (padding, gaps, the
@@ -182,10 +190,11 @@ class Memory:
     # -- stores ------------------------------------------------------------
     def store(self, program: int, addrs: np.ndarray, active: np.ndarray | None, mag: np.ndarray | None,
               ovf: np.ndarray | None, edge: float, atomic: bool = False, eps: float = 0.0,
-              loaded: float = 0.0) -> None:
+              loaded: float = 0.0, fragile: np.ndarray | None = None) -> None:
         """Record a plain (or atomic) store of values with these shadows (shaped like the access)."""
         mflat = None if mag is None else np.broadcast_to(mag, addrs.shape).reshape(-1)
         oflat = None if ovf is None else np.broadcast_to(ovf, addrs.shape).reshape(-1)
+        fflat = None if fragile is None else np.broadcast_to(fragile, addrs.shape).reshape(-1)
         for a in self.split(addrs, active):
             r = a.region
             r.eps = max(r.eps, eps)
@@ -216,6 +225,13 @@ class Memory:
                     np.logical_or.at(ovfs, a.idx, o)
                 else:
                     ovfs[a.idx] = o
+            if fflat is not None or r.fragile is not None:
+                f = fflat[lanes] if fflat is not None else np.zeros(a.idx.size, bool)
+                frs = r.array("fragile", False, np.bool_)
+                if atomic:
+                    np.logical_or.at(frs, a.idx, f)
+                else:
+                    frs[a.idx] = f
 
     def _write(self, r: Region, idx: np.ndarray, program: int) -> None:
         w = r.array("w", NOBODY, np.int32)

@@ -378,7 +378,7 @@ MUTANTS: list[Mutant] = [
       "an entry whose inputs no longer match the check's is replayed anyway",
       list(CORPUS), ["test_an_entry_with_other_inputs_is_an_error"]),
     M("corpus-hidden-folders", "tdiff/corpus.py",
-      'if p.is_dir() and not p.name.startswith(".")]', "if p.is_dir()]",
+      'if p.is_dir() and not p.name.startswith(".") and any(p.iterdir())]', "if p.is_dir() and any(p.iterdir())]",
       "a writer's temporary folder (.tmp-*) is taken for an entry",
       list(CORPUS), ["test_temporary_folders_are_not_entries"]),
 
@@ -392,7 +392,7 @@ MUTANTS: list[Mutant] = [
       "the final verdict (with reruns) is computed and thrown away",
       t("test_nondeterministic", file=V)),
     M("runner-no-replay", "tdiff/runner.py",
-      "if self.options.replay and self.options.corpus_dir is not None:", "if False:",
+      "            if self.options.replay:\n", "            if False:\n",
       "the corpus is never replayed",
       t("test_corrupted_corpus_entries_give_readable_errors", file=S)),
     M("runner-no-shrink", "tdiff/runner.py",

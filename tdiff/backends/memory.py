@@ -134,32 +134,24 @@ class Memory:
         """Record a load; returns the stored magnitude, overflow and fragile shadows of the loaded
         elements (zeros / None where nothing was stored by this run)."""
         mag = np.zeros(int(np.prod(shape, dtype=np.int64)))
-        ovf = fragile = None
+        flags: dict[str, np.ndarray] = {}
         for a in self.split(addrs, active):
             r = a.region
             lanes = a.lanes if a.lanes is not None else slice(None)
             if r.mag is not None:
                 mag[lanes] = r.mag[a.idx]
-            if r.ovf is not None:
-                got = r.ovf[a.idx]
-                if got.any():
-                    if ovf is None:
-                        ovf = np.zeros(mag.shape, bool)
-                    ovf[lanes] = got
-            if r.fragile is not None:
-                got = r.fragile[a.idx]
-                if got.any():
-                    if fragile is None:
-                        fragile = np.zeros(mag.shape, bool)
-                    fragile[lanes] = got
+            for attr in ("ovf", "fragile"):
+                stored = getattr(r, attr)
+                if stored is not None and stored[a.idx].any():
+                    flags.setdefault(attr, np.zeros(mag.shape, bool))[lanes] = stored[a.idx]
             r.reads += int(a.idx.size)
             if r.view is not None:
                 self._outside(r, a.idx, program)
             if not r.read_back and r.writers is not None and (r.writers[a.idx] >= 0).any():
                 r.read_back = True
             self._read(r, a.idx, program)
-        return (mag.reshape(shape), ovf.reshape(shape) if ovf is not None else None,
-                fragile.reshape(shape) if fragile is not None else None)
+        ovf, fragile = (flags[k].reshape(shape) if k in flags else None for k in ("ovf", "fragile"))
+        return mag.reshape(shape), ovf, fragile
 
     def _outside(self, r: Region, idx: np.ndarray, program: int) -> None:
         """Record loads of storage elements that belong to no view of the input (padding, gaps, the
@@ -218,20 +210,15 @@ class Memory:
                 mags[a.idx] = m
                 edges[a.idx] = edge
                 loads[a.idx] = loaded
-            if oflat is not None or r.ovf is not None:
-                o = oflat[lanes] if oflat is not None else np.zeros(a.idx.size, bool)
-                ovfs = r.array("ovf", False, np.bool_)
+            for attr, flat in (("ovf", oflat), ("fragile", fflat)):  # per-element flags: or-ed by atomics
+                if flat is None and getattr(r, attr) is None:
+                    continue
+                got = flat[lanes] if flat is not None else np.zeros(a.idx.size, bool)
+                flags = r.array(attr, False, np.bool_)
                 if atomic:
-                    np.logical_or.at(ovfs, a.idx, o)
+                    np.logical_or.at(flags, a.idx, got)
                 else:
-                    ovfs[a.idx] = o
-            if fflat is not None or r.fragile is not None:
-                f = fflat[lanes] if fflat is not None else np.zeros(a.idx.size, bool)
-                frs = r.array("fragile", False, np.bool_)
-                if atomic:
-                    np.logical_or.at(frs, a.idx, f)
-                else:
-                    frs[a.idx] = f
+                    flags[a.idx] = got
 
     def _write(self, r: Region, idx: np.ndarray, program: int) -> None:
         w = r.array("w", NOBODY, np.int32)

@@ -39,8 +39,8 @@ def launch_fwd(kernel, X, R, W, eps, offset, casting_mode):
 
 def _rstd(S, mode, eps):
     s = S.double()
-    if mode == -1:  # "none": the mean square and eps rounded to S's dtype
-        ms = (s * s).mean(-1).to(S.dtype).double()
+    if mode == -1:  # "none": each square and eps rounded to S's dtype, the mean square not (see rms_norm.py)
+        ms = (s * s).to(S.dtype).double().mean(-1)
         return torch.rsqrt(ms + torch.tensor(eps, dtype=S.dtype).double()).to(S.dtype)
     return torch.rsqrt((s * s).mean(-1) + eps).float()
 

@@ -48,8 +48,11 @@ def reference_fwd(X, W, eps, offset, casting_mode):
     x = X.reshape(-1, X.shape[-1]).double()
     # without a weight (elementwise_affine=False) y is the normalized row: no weight, no offset
     w = W.double() + offset if W is not None else 1.0
-    if casting_mode == "none":  # everything in X's dtype: eps and the mean square are rounded to it
-        ms = (x * x).mean(-1).to(dt).double()
+    if casting_mode == "none":  # X's dtype: each square and eps are rounded to it, as the kernel's are (a tiny
+        # row's squares are subnormal in float16 and lose digits: computing in float16 means that); the mean square
+        # is not: Triton divides a float16 sum by the int n_cols in float32 (and the sum is exact here, so its
+        # overflow in float16, FINDINGS.md liger 12, still shows)
+        ms = (x * x).to(dt).double().mean(-1)
         rstd = torch.rsqrt(ms + torch.tensor(eps, dtype=dt).double())
         y = (x * rstd[:, None]).to(dt).double() * w
         return y.to(dt).view(X.shape), rstd.to(dt)

@@ -496,7 +496,7 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
     va, vb = view(a, case), view(b, case)
     asked = rules.ops(va, vb)
     ops = as_run_by(asked, (kind_of(a.backend), kind_of(b.backend)))
-    cmp.ieee_dots = ops is not asked
+    cmp.ieee_dots = ops != asked
     cmp.tf32_ops = asked if cmp.ieee_dots else None
     traced = any(v is not None and v.outcome.trace is not None for v in (rules.guide, va, vb))
     cmp.tf32_from_source = not traced and ops is not None and "dot:tf32" in ops

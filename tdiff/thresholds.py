@@ -1,4 +1,4 @@
-"""The integer thresholds a kernel branches on, read from its source and its launch code.
+"""The integer thresholds and the dtypes a kernel branches on, read from its source and its launch code.
 
 A boundary bug lives where a size crosses a constant the code compares it with: `if N <= 2048`
 (one-pass against looped), `if K % 16 == 0` (an EVEN_K fast path), `BLOCK = 1024 if n > 4096 else
@@ -8,7 +8,8 @@ every `x % M == r` (multiples of M, plus r), in the kernel, the `@triton.jit` fu
 check's `launch` and the plain Python functions `launch` calls (two levels down, outside torch,
 triton, numpy and the standard library). A name bound to an int in the function's module counts as
 its value. The size strategies of `tdiff.strategies` then draw these values within their own bounds
-(`tdiff.strategies.sizes.size_hints`).
+(`tdiff.strategies.hints`). Every dtype compared with (`x.dtype == tl.float16`, `dt in (torch.float16,
+torch.bfloat16)`) is read off too: a case aimed at the thresholds draws those dtypes.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import torch
+import triton.language as tl
 from triton.runtime.jit import JITFunction
+
+from . import dtypes
 
 #: constants below this are already among every size strategy's edges (1, small primes)
 MIN_CONSTANT = 3
@@ -36,15 +41,23 @@ _SKIP_MODULES = ("torch", "triton", "numpy", "tdiff", "hypothesis", "builtins")
 
 @dataclass(frozen=True)
 class Threshold:
-    """One constant a size is compared with: `kind` "compare" (C - 1, C, C + 1) or "modulus" (k*C + r)."""
+    """One constant the code compares with: `kind` "compare" (a size: C - 1, C, C + 1), "modulus"
+    (a size: k*C + r) or "dtype" (`x.dtype == tl.float16`: `dtype` names it)."""
 
     kind: str
-    constant: int
+    constant: int = 0
     remainder: int = 0
     where: str = ""  # "file:line"
+    dtype: str = ""
+
+    @property
+    def key(self) -> tuple[str, int, int, str]:
+        return self.kind, self.constant, self.remainder, self.dtype
 
     def values(self, lo: int, hi: int) -> list[int]:
-        """The sizes within [lo, hi] that sit on this threshold."""
+        """The sizes within [lo, hi] that sit on this threshold (none for a dtype)."""
+        if self.kind == "dtype":
+            return []
         if self.kind == "compare":
             return [v for v in (self.constant - 1, self.constant, self.constant + 1) if lo <= v <= hi]
         m, r = self.constant, self.remainder
@@ -59,7 +72,8 @@ class Threshold:
         return [k * m + r for k in ks]
 
     def describe(self) -> str:
-        what = f"% {self.constant} == {self.remainder}" if self.kind == "modulus" else f"{self.constant}"
+        what = {"modulus": f"% {self.constant} == {self.remainder}", "dtype": f"dtype {self.dtype}"}.get(
+            self.kind, f"{self.constant}")
         return f"{what} ({self.where})" if self.where else what
 
 
@@ -81,12 +95,30 @@ def _in_range(c: int | None) -> bool:
     return c is not None and MIN_CONSTANT <= abs(c) <= MAX_CONSTANT
 
 
+def _dtype_name(node: ast.expr, env: dict[str, Any]) -> str | None:
+    """The tdiff name of the dtype `node` names (`tl.float16`, `torch.bfloat16`), if it names one."""
+    value = _resolve(node, env)
+    if isinstance(value, tl.dtype):
+        value = value.name
+    elif not isinstance(value, torch.dtype):
+        return None
+    try:
+        return dtypes.dtype(value).name
+    except dtypes.UnsupportedDType:
+        return None
+
+
 def _scan_tree(tree: ast.AST, env: dict[str, Any], where: Callable[[int], str]) -> list[Threshold]:
     out: list[Threshold] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
+        for side in sides:
+            for named in side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]:
+                name = _dtype_name(named, env)
+                if name is not None:
+                    out.append(Threshold("dtype", where=where(node.lineno), dtype=name))
         for a, b in zip(sides, sides[1:]):
             for x, c in ((a, b), (b, a)):
                 value = _int_value(c, env)
@@ -164,7 +196,7 @@ def thresholds(kernel: JITFunction | None, launch: Callable | None = None, depth
     """The thresholds in `kernel` (and the jit functions it calls) and in `launch` (and the Python
     functions it calls, `depth` levels down), without repeats."""
     seen: set[int] = set()
-    out: dict[tuple[str, int, int], Threshold] = {}
+    out: dict[tuple[str, int, int, str], Threshold] = {}
     todo: list[tuple[Any, bool, int]] = []
     if kernel is not None:
         todo.append((kernel, False, 0))
@@ -185,7 +217,7 @@ def thresholds(kernel: JITFunction | None, launch: Callable | None = None, depth
             nxt = [(c, isinstance(c, types.FunctionType), level + 1) for c in callees
                    if isinstance(c, JITFunction) or level < depth]
         for t in found:
-            out.setdefault((t.kind, t.constant, t.remainder), t)
+            out.setdefault(t.key, t)
         todo += nxt
-    return tuple(sorted(out.values(), key=lambda t: (t.kind, t.constant, t.remainder)))
+    return tuple(sorted(out.values(), key=lambda t: t.key))
 

@@ -173,14 +173,19 @@ def _unspecified_verdict(ev: Evidence, side: str, what: str, pair: tuple[str, st
 
 
 def _lanes_verdict(ev: Evidence, side: str, what: str, kind: str, targets: tuple[str, ...],
-                   pair: tuple[str, str], detail: list[str]) -> Verdict:
+                   pair: tuple[str, str], detail: list[str], zero_filled_agrees: bool = True) -> Verdict:
     loads = sorted(_undefined_loads(ev, side).items(), key=lambda kv: -kv[1])
     where = "; ".join(f"{line} ({n} lane(s))" for line, n in loads[:3]) + ("; ..." if len(loads) > 3 else "")
+    if zero_filled_agrees:
+        how = (f"{what} only while the masked-out lanes of `tl.load` without `other=` hold a poison value (with "
+               "them zero-filled it does not)")
+    else:
+        how = (f"{what} and the result changes with what the masked-out lanes of `tl.load` without `other=` hold "
+               "(poison or zeros; zero-filled it is wrong too)")
     return Verdict(UNDEFINED_LANES, [
-        f"{what} only while the masked-out lanes of `tl.load` without `other=` hold a poison value (with them "
-        "zero-filled it does not): the kernel's result depends on lanes Triton leaves undefined (the NVIDIA "
-        "backend happens to fill them with 0, other backends do not); pass other= to these loads, or keep "
-        "their lanes out of the result", f"loads: {where}", *detail], pair=pair, kind=kind, targets=targets)
+        f"{how}: the kernel's result depends on lanes Triton leaves undefined (the NVIDIA backend happens to "
+        "fill them with 0, other backends do not); pass other= to these loads, or keep their lanes out of the "
+        "result", f"loads: {where}", *detail], pair=pair, kind=kind, targets=targets)
 
 
 #: integrity findings a poisoned (undefined) value can cause: through an address or a cast
@@ -312,9 +317,12 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
                                                 _targets(p.comparison) if p.comparison else _targets(c),
                                                 [p.comparison.summary()] if p.comparison else [])
                 if key.startswith("zero-fill"):
-                    return _lanes_verdict(ev, side, f"{side}'s result differs from {p.b if side == p.a else p.a},",
+                    other = p.b if side == p.a else p.a
+                    agrees = other not in ev.outcomes or ev.compare(rerun, ev.outcomes[other]).ok
+                    return _lanes_verdict(ev, side, f"{side}'s result differs from {other},",
                                           "values", _targets(p.comparison) if p.comparison else _targets(c),
-                                          (p.a, p.b), [p.comparison.summary()] if p.comparison else [])
+                                          (p.a, p.b), [p.comparison.summary()] if p.comparison else [],
+                                          zero_filled_agrees=agrees)
                 if key.startswith("again"):
                     return Verdict(NONDETERMINISTIC, [f"a second run of {side} differs from the first: {c.summary()}"],
                                    pair=(side, side), kind="values", targets=_targets(c))

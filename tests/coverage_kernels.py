@@ -84,3 +84,23 @@ def launch_threshold_bug(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask, other=0.0) * 2, mask=mask)
+
+
+def _launch_1d(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+
+
+@tdiff.check(launch=_launch_1d, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(tst.sides(1, 200),), dtype=tst.FLOATS, layouts=["contiguous"]))
+@triton.jit
+def dtype_threshold_bug(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    y = x * 2
+    if x.dtype == tl.bfloat16:  # noqa: SIM102 (a constexpr test, then a runtime one)
+        if n > 150:  # a long bfloat16 path, with the planted bug
+            y = x * 3
+    tl.store(out_ptr + offs, y, mask=mask)

@@ -478,6 +478,37 @@ def row_sum_no_other(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + row, tl.sum(x, axis=0))
 
 
+def _lse(x):
+    return torch.logsumexp(x.double(), -1).to(x.dtype)
+
+
+ROWS_FINITE = tst.tensors(ndim=2, max_side=24, layouts=["contiguous"], values=tst.values(-50, 50, nan=False, inf=False))
+
+
+@tdiff.check(launch=_reduce_launch, reference=_lse, x=ROWS_FINITE)
+@triton.jit
+def row_lse_no_other(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n).to(tl.float32)  # the bug: no other=-inf
+    m = tl.maximum(tl.full((BLOCK,), -float("inf"), tl.float32), x)  # a running max, started at -inf
+    e = tl.where(m == -float("inf"), 0.0, tl.exp(x - m))  # lanes still at -inf add nothing
+    mx = tl.max(m, axis=0)
+    tl.store(out_ptr + row, tl.log(tl.sum(e * tl.exp(m - mx), axis=0)) + mx)
+
+
+@tdiff.check(launch=_reduce_launch, reference=_lse, x=ROWS_FINITE)
+@triton.jit
+def row_lse_where(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n).to(tl.float32)  # no other=, kept out below: correct
+    m = tl.where(cols < n, tl.maximum(tl.full((BLOCK,), -float("inf"), tl.float32), x), -float("inf"))
+    e = tl.where(m == -float("inf"), 0.0, tl.exp(x - m))
+    mx = tl.max(m, axis=0)
+    tl.store(out_ptr + row, tl.log(tl.sum(e * tl.exp(m - mx), axis=0)) + mx)
+
+
 @tdiff.check(launch=_reduce_launch, reference=lambda x: x.sum(-1), x=ROWS)
 @triton.jit
 def row_sum_where(x_ptr, out_ptr, n, BLOCK: tl.constexpr):

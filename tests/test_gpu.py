@@ -290,6 +290,19 @@ def test_undefined_masked_lanes_are_named_on_the_gpu(kernel, verdict_kind):
 def test_masked_lanes_kept_out_of_the_result_pass_on_the_gpu():
     r = _run(H.row_sum_where)
     assert r.status == "passed", r.report()
+    r = _run(H.row_lse_where)  # the poison goes through a max, then the where drops it
+    assert r.status == "passed", r.report()
+
+
+def test_undefined_masked_lanes_through_a_running_max_on_the_gpu():
+    # NVIDIA's zero-filled lanes enter the max and the sum: compiled and interpreter both differ from the
+    # reference, by different values; the poison is not dropped by the max (maxnum), the verdict names the load
+    r = _run(H.row_lse_no_other)
+    assert r.opinions == ("compiled", "interpreter", "reference")
+    d = r.failures[0]
+    print(f"\n{r.check_id}: {d.verdict}")
+    assert d.verdict.label == "reads undefined masked lanes", r.report()
+    assert "mask=cols < n).to(tl.float32)" in d.report
 
 
 def test_compiling_ahead_shares_the_work_with_the_gpu_worker(tmp_path, monkeypatch):

@@ -145,3 +145,38 @@ def test_maximum_and_minimum_skip_nan_as_compiled_code_does(without, dtype):
 
 def _floats(values, dtype):
     return torch.from_numpy(values.copy()).view(dtype).float().tolist()
+
+
+def test_poison_nan_is_told_by_its_payload_through_widening_casts():
+    import numpy as np
+    import triton.language as tl
+
+    from tdiff.backends import undefined
+    from tdiff.backends.shims import bf16_to_f32
+    from tdiff.strategies.values import NAN_BITS
+
+    p16 = undefined.poison(tl.float16, np.dtype(np.float16), (2,))
+    pbf = undefined.poison(tl.bfloat16, np.dtype(np.uint16), (2,))
+    p32 = undefined.poison(tl.float32, np.dtype(np.float32), (2,))
+    assert undefined.is_poison_nan(p16, tl.float16).all() and undefined.is_poison_nan(pbf, tl.bfloat16).all()
+    for widened in (p16.astype(np.float32), bf16_to_f32(pbf), p32):
+        assert undefined.is_poison_nan(widened, tl.float32).all()
+        assert undefined.is_poison_nan(widened.astype(np.float64), tl.float64).all()
+    # NaNs that are not poison: an invalid operation's, and the ones tdiff draws (also widened)
+    plain = [np.array([np.inf - np.inf, 1.0], np.float32)]
+    for name, (carrier, bits) in NAN_BITS.items():
+        raw = np.array([bits], carrier)
+        if name == "bfloat16":
+            assert not undefined.is_poison_nan(raw, tl.bfloat16).any()
+            plain.append(bf16_to_f32(raw))
+        else:
+            np_dt, tl_dt = {"float32": (np.float32, tl.float32), "float16": (np.float16, tl.float16),
+                            "float64": (np.float64, tl.float64)}[name]
+            drawn = raw.view(np_dt)
+            assert not undefined.is_poison_nan(drawn, tl_dt).any()
+            plain.append(drawn if name == "float64" else drawn.astype(np.float32))
+    for a in plain:
+        assert not undefined.is_poison_nan(a.astype(np.float64), tl.float64).any()
+        if a.dtype == np.float32:
+            assert not undefined.is_poison_nan(a, tl.float32).any()
+    assert not undefined.is_poison_nan(np.array([1, 2], np.int32), tl.int32).any()

@@ -5,15 +5,17 @@ the size strategies draw the sizes on them, so a bug on the far side of `if n <=
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tdiff
 from tdiff import strategies as tst
 from tdiff.kernels import jit_function
-from tdiff.strategies.sizes import size_hints
+from tdiff.strategies.hints import kernel_hints
 from tdiff.thresholds import Threshold, thresholds
 
 from . import coverage_kernels as CK
@@ -82,7 +84,7 @@ def _draws(hints, strategy, n=60):
     @settings(max_examples=n, database=None, derandomize=True)
     @given(st.data())
     def run(data):
-        with size_hints(hints):
+        with kernel_hints(hints):
             seen.append(data.draw(strategy))
 
     run()
@@ -115,3 +117,48 @@ def test_thresholds_option_is_validated():
         options.build(lambda name: "maybe" if name == "thresholds" else None, __import__("pathlib").Path("."))
     assert options.build(lambda name: "off" if name == "thresholds" else None,
                          __import__("pathlib").Path(".")).thresholds is False
+
+
+def test_dtypes_compared_with_are_read_from_the_kernel_and_the_launch():
+    c = _check(CK.dtype_threshold_bug)
+    assert [(t.kind, t.constant, t.dtype) for t in thresholds(jit_function(c.kernel), c.launch)] == \
+        [("compare", 150, ""), ("dtype", 0, "bfloat16")]
+
+    def launch(kernel, x):
+        if x.dtype in (torch.float16, torch.bfloat16) or x.dtype is torch.float8_e4m3fn:
+            pass
+        if x.dtype == torch.complex64:  # a dtype tdiff cannot draw: not a hint
+            pass
+
+    assert sorted(t.dtype for t in thresholds(None, launch)) == ["bfloat16", "float16", "float8_e4m3fn"]
+
+
+def _triggering_share(found, n=300):
+    from tdiff.strategies import case_strategy
+
+    c = _check(CK.dtype_threshold_bug)
+    hits: list[bool] = []
+
+    @settings(max_examples=n, database=None, derandomize=True)
+    @given(case_strategy(c, None, found))
+    def run(case):
+        hits.append(case.inputs["x"].dtype == "bfloat16" and case.inputs["x"].shape[0] > 150)
+
+    run()
+    return sum(hits) / len(hits)
+
+
+def test_aimed_cases_draw_the_compared_dtype_on_the_threshold_together():
+    c = _check(CK.dtype_threshold_bug)
+    found = thresholds(jit_function(c.kernel), c.launch)
+    sizes_only = tuple(t for t in found if t.kind != "dtype")
+    aimed, independent = _triggering_share(found), _triggering_share(sizes_only)
+    # independent draws: one dtype of three times one size in five or so; aimed: half the cases
+    # draw bfloat16 and one of 149, 150, 151
+    assert aimed >= 0.15 and aimed >= 2 * independent, (aimed, independent)
+
+
+def test_a_bug_behind_a_dtype_and_a_size_threshold_is_found(no_local_constants):
+    for seed in range(3):
+        with pytest.raises(tdiff.DivergenceError, match="disagrees with reference"):
+            tdiff.verify(CK.dtype_threshold_bug, options=dataclasses.replace(OPTS, seed=seed))

@@ -267,6 +267,7 @@ def test_a_sum_over_undefined_masked_lanes_fails_and_its_reproducer_shows_it(tmp
     (d,) = r.failures
     assert d.verdict.label == V.UNDEFINED_LANES and d.verdict.kind == "values", r.report()
     assert "hostile.py" in d.report and "mask=cols < n)" in d.report and "lane(s)" in d.report
+    assert "with them zero-filled it does not" in d.report
     assert d.repro_path is not None, d.repro_note
     text = d.repro_path.read_text()
     ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
@@ -283,6 +284,18 @@ def test_an_index_from_undefined_masked_lanes_is_named_as_the_cause():
     (d,) = r.failures
     assert d.verdict.label == V.UNDEFINED_LANES and d.verdict.kind == "oob", r.report()
     assert "i = tl.load(idx_ptr + offs, mask=offs < n)" in d.report
+
+
+def test_undefined_lanes_through_a_running_max_fail():
+    # a running max from -inf over a load without other=: the NaN poison must not lose the max (maxnum
+    # semantics would drop it, the lane would stay at -inf and be zeroed: a blind spot), since on a GPU
+    # the lane holds some value, 0 on NVIDIA, which enters the sum
+    r = run(H.row_lse_no_other)
+    (d,) = r.failures
+    assert d.verdict.label == V.UNDEFINED_LANES, r.report()
+    assert "mask=cols < n).to(tl.float32)" in d.report and "zero-filled it is wrong too" in d.report, d.report
+    r = run(H.row_lse_where)
+    assert r.status == "passed", r.report()
 
 
 def test_masked_lanes_kept_out_of_the_result_pass():

@@ -26,6 +26,8 @@ import numpy as np
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
 
+from . import undefined
+
 FLOAT_ARGS = "float-args"
 BF16_CONSTANTS = "bf16-constants"
 BF16_ARITH = "bf16-arith"
@@ -322,15 +324,27 @@ def nan_minmax(orig: dict[str, Callable], used: Counter) -> dict[str, Callable]:
         return {}
     binary = orig["binary_op"]
 
-    def method(op: Callable) -> Callable:
+    def method(op: Callable, propagating: Callable) -> Callable:
         def create(lhs: Any, rhs: Any) -> TensorHandle:
-            if any(np.isnan(_values(h)).any() for h in (lhs, rhs)):
-                used[NAN_MINMAX] += 1
-            return binary(lhs, rhs, op)
+            if not any(np.isnan(_values(h)).any() for h in (lhs, rhs)):
+                return binary(lhs, rhs, op)
+            used[NAN_MINMAX] += 1
+            out = binary(lhs, rhs, op)
+            # a masked-out lane's poison (tdiff.backends.undefined) stands for any value: the max or min
+            # of it is not the other operand, so the poison goes on (a NaN the kernel computed loses)
+            poisoned = [undefined.is_poison_nan(h.data, h.dtype.scalar) for h in (lhs, rhs)
+                        if isinstance(h, TensorHandle)]
+            if any(p.any() for p in poisoned):
+                shape = np.shape(out.data)
+                where = np.zeros(shape, bool)
+                for p in poisoned:
+                    where |= np.broadcast_to(p, shape)
+                out.data = np.where(where, binary(lhs, rhs, propagating).data, out.data)
+            return out
 
         return create
 
-    return {"create_maxnumf": method(np.fmax), "create_minnumf": method(np.fmin)}
+    return {"create_maxnumf": method(np.fmax, np.maximum), "create_minnumf": method(np.fmin, np.minimum)}
 
 
 def _values(h: Any) -> np.ndarray:

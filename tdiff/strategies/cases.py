@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from .. import dtypes, kernels
 from ..case import Case, TensorArg
 from ..errors import DeclarationError
-from .sizes import Threshold, size_hints, specialization
+from . import hints
+from .sizes import specialization
 from .tensors import TensorStrategy
 
 
@@ -66,13 +67,14 @@ def _tensor_spec(strategy: Any) -> TensorStrategy | None:
 
 
 def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
-                  thresholds: Sequence[Threshold] = ()) -> st.SearchStrategy[Case]:
+                  thresholds: Sequence[hints.Hint] = ()) -> st.SearchStrategy[Case]:
     """Draw a `Case` for a check.
 
     Tensors drawn by `tst.tensors` get their dtype, shape and layout first and their values last;
     `admit`, if given, sees the case before its values are drawn (every tensor element poison) and
-    may reject it, which costs little of a draw. `thresholds` (`tdiff.thresholds`) are the sizes the
-    kernel branches on: the size strategies also draw them (see `sizes.size_hints`).
+    may reject it, which costs little of a draw. `thresholds` (`tdiff.thresholds`) are the sizes and
+    dtypes the kernel branches on: the size strategies also draw them, and where there are any, a
+    case is drawn aimed at them or not (see `tdiff.strategies.hints`).
     """
     n_configs = len(kernels.configs(check.kernel))
     indices = list(check.configs) if check.configs else list(range(n_configs))
@@ -80,8 +82,12 @@ def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
 
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
-        with size_hints(thresholds):
-            return _draw_case(draw)
+        with hints.kernel_hints(thresholds):
+            aimed = bool(thresholds) and draw(st.booleans())
+            if aimed:
+                event("tdiff: case aimed at the thresholds")
+            with hints.aiming(aimed):
+                return _draw_case(draw)
 
     def _draw_case(draw: st.DrawFn) -> Case:
         config = draw(st.sampled_from(indices)) if indices else None

@@ -2,44 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from functools import cache, lru_cache
-from typing import Any, Protocol
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 from hypothesis import strategies as st
+
+from . import hints
 
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
 
 
-class Threshold(Protocol):
-    def values(self, lo: int, hi: int) -> list[int]: ...
-
-
-_HINTS: ContextVar[tuple[Threshold, ...]] = ContextVar("tdiff_size_hints", default=())
-
-
-@contextmanager
-def size_hints(found: Sequence[Threshold]) -> Iterator[None]:
-    """While drawing, let `sizes`, `sides` and `ints` also draw the values that sit on these
-    thresholds (`tdiff.thresholds`: constants the kernel or its launch compares sizes with), each
-    strategy within its own bounds. Without thresholds in range, a strategy draws as it would
-    without hints."""
-    token = _HINTS.set(tuple(found))
-    try:
-        yield
-    finally:
-        _HINTS.reset(token)
-
-
-@lru_cache(maxsize=1024)
-def _near(found: tuple[Threshold, ...], lo: int, hi: int) -> tuple[int, ...]:
-    return tuple(sorted({v for t in found for v in t.values(lo, hi)}))
-
-
 def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
-    """One of `special` or any integer in [lo, hi]; where thresholds are in range, also one of their values."""
+    """One of `special` or any integer in [lo, hi]; where thresholds are in range, also one of their
+    values, and in an aimed case only one of those (see `tdiff.strategies.hints`)."""
     plain = st.integers(lo, hi)
     branches = (st.sampled_from(special), plain) if special else (plain,)
     base = st.one_of(*branches) if special else plain
@@ -47,10 +23,11 @@ def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
 
     @st.composite
     def draw(draw: Any) -> int:
-        found = _HINTS.get()
-        near = _near(found, lo, hi) if found else ()
+        near = hints.near(lo, hi)
         if not near:
             return draw(base)
+        if hints.aimed():
+            return draw(st.sampled_from(near))
         if near not in with_near:
             with_near[near] = st.one_of(*branches, st.sampled_from(near))
         return draw(with_near[near])

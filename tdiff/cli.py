@@ -110,6 +110,10 @@ def campaign(args: argparse.Namespace) -> int:
     print(f"tdiff campaign {args.dir}: {len(found.processes)} process(es), {len(found.checks)} check(s)")
     for line in campaign_mod.table(found):
         print(line)
+    if any(c.divergences for c in found.checks.values()):
+        # HypoFuzz never runs hypothesis's final replay of a failure, where a fuzz target writes its reproducer
+        print("reproducers: a fuzz run under `hypothesis fuzz` writes corpus entries but no reproducers; "
+              "`tdiff replay --repro-dir DIR CORPUS` writes one for each entry that still fails")
     if args.details:
         for line in campaign_mod.details(found):
             print(line)

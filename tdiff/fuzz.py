@@ -6,9 +6,9 @@ tdiff's whole case pipeline (isolation, timeouts, comparison, verdict): a diverg
 `FuzzDivergence` with tdiff's report, after writing the case to the corpus (what CI replays). The
 engine shrinks: each smaller failing case of the same divergence replaces the corpus entry the
 previous one wrote, so the smallest remains; the reproducer is written for the final example
-hypothesis reports. Each case reports its closeness and kernel lines to `hypothesis.target`, which
-HypoFuzz reads; with a campaign recorder, each case's counts, time and what it reached are recorded
-(`tdiff.campaign`).
+hypothesis reports (HypoFuzz reports none: `tdiff replay --repro-dir` writes them from the corpus).
+Each case reports its closeness and kernel lines to `hypothesis.target`, which HypoFuzz reads; with a
+campaign recorder, each case's counts, time and what it reached are recorded (`tdiff.campaign`).
 """
 
 from __future__ import annotations

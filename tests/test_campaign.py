@@ -400,6 +400,7 @@ def test_the_campaign_report_adds_up_every_process(tmp_path, capsys):
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("m::k[tdiff]"))
     assert row.split()[:4] == ["m::k[tdiff]", "2", "4", "1.0"] and "(case 2)" in row and row.endswith("nan -0.0")
+    assert "`tdiff replay --repro-dir DIR CORPUS`" in out  # the divergence's reproducer: how to get it
     assert cli.main(["campaign", str(tmp_path), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {c["check"]: c["cases"] for c in data["checks"]} == {"m::k[tdiff]": 4, "m::other[tdiff]": 1}

@@ -86,4 +86,6 @@ def test_a_bounded_hypofuzz_run_finds_a_planted_bug(tmp_path):
             os.killpg(proc.pid, signal.SIGTERM)
         out = proc.communicate(timeout=30)[0].decode(errors="replace")
     assert list(corpus.rglob("entry.json")), out[-3000:]
-    assert cli.main(["replay", str(corpus)]) == 1
+    # HypoFuzz replays no final example, so no reproducer was written: replay writes it from the corpus
+    assert cli.main(["replay", str(corpus), "--repro-dir", str(tmp_path / "out")]) == 1
+    assert list((tmp_path / "out").rglob("repro.py"))

@@ -4,10 +4,11 @@
 case is drawn under `kernel_hints(found)`, the size strategies also draw the sizes on those
 thresholds (a third branch beside their edges and plain draws). A bug behind two such conditions at
 once (`if x.dtype == tl.float16:` then `if n > 72:`) is a product of independent draws, so a case
-may also be *aimed* (`aiming`): each size strategy with a threshold in range then draws only the
-values on its thresholds, and each tensor whose dtype choices hold a dtype the code compares with
-draws one of those. The case strategy draws whether a case is aimed, as one boolean that shrinks to
-not aimed.
+may also be *aimed* (`aiming`): each tensor whose dtype choices hold a dtype the code compares with
+draws one of those, and each size strategy with a threshold in range draws a value on its thresholds
+two times in three (once in three otherwise), each on its own: a bug may need one size on its
+threshold and another off it (an EVEN_K path that drops the M and N masks too). The case strategy
+draws whether a case is aimed, as one boolean that shrinks to not aimed.
 """
 
 from __future__ import annotations

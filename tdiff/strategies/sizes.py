@@ -15,7 +15,7 @@ SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
 
 def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
     """One of `special` or any integer in [lo, hi]; where thresholds are in range, also one of their
-    values, and in an aimed case only one of those (see `tdiff.strategies.hints`)."""
+    values, more often in an aimed case (see `tdiff.strategies.hints`)."""
     plain = st.integers(lo, hi)
     branches = (st.sampled_from(special), plain) if special else (plain,)
     base = st.one_of(*branches) if special else plain
@@ -26,10 +26,10 @@ def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
         near = hints.near(lo, hi)
         if not near:
             return draw(base)
-        if hints.aimed():
-            return draw(st.sampled_from(near))
         if near not in with_near:
             with_near[near] = st.one_of(*branches, st.sampled_from(near))
+        if hints.aimed():
+            return draw(st.one_of(st.sampled_from(near), with_near[near]))
         return draw(with_near[near])
 
     return draw()

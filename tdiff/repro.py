@@ -431,7 +431,7 @@ def _shim_source(used: dict[str, int], interpreted: bool) -> str:
 def _poison_source() -> str:
     """tdiff's interpreter fills the masked-out lanes of a load without other= with a poison value
     (tdiff.backends.undefined); the reproducer's interpreter side does the same."""
-    code = inspect.getsource(undefined.poison) + _POISON_LOAD
+    code = inspect.getsource(undefined.poison) + "\n\n" + inspect.getsource(undefined.is_poison_nan) + _POISON_LOAD
     return ("\n# ------------------------------------------------------------------ undefined masked lanes\n"
             "# Triton leaves the masked-out lanes of `tl.load` without `other=` undefined. tdiff's interpreter,\n"
             "# and the interpreter side here, fill them with a poison value (NaN; integers 0x5A bytes; booleans\n"
@@ -757,18 +757,28 @@ def _stock_nan():
         return False
 
 
-def _num_minmax(op):  # maxnum / minnum: a NaN operand loses, as compiled code does
+def _num_minmax(op, propagating):  # maxnum / minnum: a NaN operand loses, as compiled code does
     def create(self, lhs, rhs):
-        if any(np.isnan(bf16_to_f32(h.data) if _bf16(h) else np.asarray(h.data, np.float64)).any()
-               for h in (lhs, rhs) if np.asarray(h.data).dtype.kind == "f" or _bf16(h)):
-            _used("nan-minmax")
-        return self.binary_op(lhs, rhs, op)
+        if not any(np.isnan(bf16_to_f32(h.data) if _bf16(h) else np.asarray(h.data, np.float64)).any()
+                   for h in (lhs, rhs) if np.asarray(h.data).dtype.kind == "f" or _bf16(h)):
+            return self.binary_op(lhs, rhs, op)
+        _used("nan-minmax")
+        out = self.binary_op(lhs, rhs, op)
+        check = globals().get("is_poison_nan")  # a masked lane's poison stands for any value: it goes on
+        if check is not None:
+            shape = np.shape(out.data)
+            where = np.zeros(shape, bool)
+            for h in (lhs, rhs):
+                where |= np.broadcast_to(check(h.data, h.dtype.scalar), shape)
+            if where.any():
+                out.data = np.where(where, self.binary_op(lhs, rhs, propagating).data, out.data)
+        return out
 
     return create
 
 
 if _stock_nan():
-    _B.create_maxnumf, _B.create_minnumf = _num_minmax(np.fmax), _num_minmax(np.fmin)
+    _B.create_maxnumf, _B.create_minnumf = _num_minmax(np.fmax, np.maximum), _num_minmax(np.fmin, np.minimum)
 '''
 
 _SHIM_CODE["fma-rounding"] = '''

@@ -159,6 +159,11 @@ def test_poison_nan_is_told_by_its_payload_through_widening_casts():
     pbf = undefined.poison(tl.bfloat16, np.dtype(np.uint16), (2,))
     p32 = undefined.poison(tl.float32, np.dtype(np.float32), (2,))
     assert undefined.is_poison_nan(p16, tl.float16).all() and undefined.is_poison_nan(pbf, tl.bfloat16).all()
+    # bf16 arithmetic (on float32 values, rounded back) keeps it
+    from tdiff.backends.shims import f32_to_bf16
+
+    assert undefined.is_poison_nan(f32_to_bf16(bf16_to_f32(pbf) * np.float32(2)), tl.bfloat16).all()
+    assert f32_to_bf16(np.array([np.nan, -np.inf, 1.0], np.float32)).tolist() == [0x7FC0, 0xFF80, 0x3F80]
     for widened in (p16.astype(np.float32), bf16_to_f32(pbf), p32):
         assert undefined.is_poison_nan(widened, tl.float32).all()
         assert undefined.is_poison_nan(widened.astype(np.float64), tl.float64).all()

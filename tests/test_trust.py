@@ -286,14 +286,18 @@ def test_an_index_from_undefined_masked_lanes_is_named_as_the_cause():
     assert "i = tl.load(idx_ptr + offs, mask=offs < n)" in d.report
 
 
-def test_undefined_lanes_through_a_running_max_fail():
+def test_undefined_lanes_through_a_running_max_fail(tmp_path):
     # a running max from -inf over a load without other=: the NaN poison must not lose the max (maxnum
     # semantics would drop it, the lane would stay at -inf and be zeroed: a blind spot), since on a GPU
     # the lane holds some value, 0 on NVIDIA, which enters the sum
-    r = run(H.row_lse_no_other)
+    r = run(H.row_lse_no_other, repro_dir=tmp_path)
     (d,) = r.failures
     assert d.verdict.label == V.UNDEFINED_LANES, r.report()
     assert "mask=cols < n).to(tl.float32)" in d.report and "zero-filled it is wrong too" in d.report, d.report
+    assert d.repro_path is not None, d.repro_note  # its interpreter side keeps the poison through the max too
+    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
+                         cwd=d.repro_path.parent)
+    assert ran.returncode == 1 and '"kind": "values"' in ran.stdout, ran.stdout + ran.stderr
     r = run(H.row_lse_where)
     assert r.status == "passed", r.report()
 

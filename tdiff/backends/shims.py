@@ -93,11 +93,14 @@ def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
 
 
 def f32_to_bf16(values: np.ndarray) -> np.ndarray:
-    """float32 values rounded to bfloat16 (nearest even), as uint16 bits; NaN stays NaN."""
+    """float32 values rounded to bfloat16 (nearest even), as uint16 bits; a NaN stays a quiet NaN with
+    its sign and the top of its payload (as a conversion in hardware keeps them: a masked lane's
+    poison stays poison, `tdiff.backends.undefined`)."""
     v = np.asarray(values, dtype=np.float32)
     bits = v.view(np.uint32)
     rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
-    return np.where(np.isnan(v), np.uint16(0x7FC0), rounded).astype(np.uint16)
+    nan = ((bits >> np.uint32(16)) | np.uint32(0x0040)).astype(np.uint16)
+    return np.where(np.isnan(v), nan, rounded).astype(np.uint16)
 
 
 def _is_bf16(h: Any) -> bool:

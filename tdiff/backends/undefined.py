@@ -46,38 +46,30 @@ def is_poison(data: np.ndarray, dtype: tl.dtype) -> np.ndarray:
     return data.view(f"u{data.dtype.itemsize}") == want.view(f"u{data.dtype.itemsize}")
 
 
-#: (mantissa bits, the poison's mantissa) of each float dtype the poison is drawn in
-_POISON_PAYLOADS = ((10, 0x25A), (7, 0x5A), (23, 0x45A5A5), (52, 0x85A5A5A5A5A5A))
+def is_poison_nan(data: np.ndarray, dtype: "tl.dtype") -> np.ndarray:  # noqa: UP037
+    """The NaN lanes of a float array (bf16 as its bits) that carry a poison's payload: poison as
+    loaded, or widened by a cast (fp16 or bf16 poison in float32, any of them in float64) and passed
+    on by arithmetic that keeps a NaN operand's payload. A NaN of tdiff's drawn inputs or of an
+    invalid operation does not match; a narrowing cast loses the mark. (Self-contained: reproducers
+    embed its source.)"""
+    import numpy as np
+    import triton.language as tl
 
-
-def _nan_mantissa(data: np.ndarray, dtype: tl.dtype) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """(is NaN, mantissa, mantissa bits) of a float array (bf16 as its bits), or None for other arrays."""
     data = np.asarray(data)
     if not dtype.is_floating() or dtype.is_fp8():
-        return None
+        return np.zeros(data.shape, bool)
     if dtype == tl.bfloat16 and data.dtype == np.uint16:
         bits, width, exp = data.astype(np.uint64), 7, 0xFF
     elif data.dtype.kind == "f" and data.dtype.itemsize in (2, 4, 8):
         width, exp = {2: (10, 0x1F), 4: (23, 0xFF), 8: (52, 0x7FF)}[data.dtype.itemsize]
         bits = data.view(f"u{data.dtype.itemsize}").astype(np.uint64)
     else:
-        return None
+        return np.zeros(data.shape, bool)
     mant = bits & np.uint64((1 << width) - 1)
-    nan = ((bits >> np.uint64(width)) & np.uint64(exp)) == exp
-    return nan & (mant != 0), mant, width
-
-
-def is_poison_nan(data: np.ndarray, dtype: tl.dtype) -> np.ndarray:
-    """The NaN lanes of a float array that carry a poison's payload: poison as loaded, or widened by
-    a cast (fp16 or bf16 poison in float32, any of them in float64) and passed on by arithmetic that
-    keeps a NaN operand's payload. A NaN of tdiff's drawn inputs or of an invalid operation does not
-    match; a narrowing cast loses the mark."""
-    found = _nan_mantissa(data, dtype)
-    if found is None:
-        return np.zeros(np.shape(data), bool)
-    nan, mant, width = found
+    nan = (((bits >> np.uint64(width)) & np.uint64(exp)) == exp) & (mant != 0)
     out = np.zeros(nan.shape, bool)
-    for w, payload in _POISON_PAYLOADS:
+    # (mantissa bits, the poison's mantissa) of each dtype `poison` fills: fp16, bf16, fp32, fp64
+    for w, payload in ((10, 0x25A), (7, 0x5A), (23, 0x45A5A5), (52, 0x85A5A5A5A5A5A)):
         if w <= width:
             out |= nan & ((mant >> np.uint64(width - w)) == payload)
     return out

@@ -6,7 +6,7 @@ thresholds (a third branch beside their edges and plain draws). A bug behind two
 once (`if x.dtype == tl.float16:` then `if n > 72:`) is a product of independent draws, so a case
 may also be *aimed* (`aiming`): each tensor whose dtype choices hold a dtype the code compares with
 draws one of those, and each size strategy with a threshold in range draws a value on its thresholds
-two times in three (once in three otherwise), each on its own: a bug may need one size on its
+half the time (a third of the time otherwise), each on its own: a bug may need one size on its
 threshold and another off it (an EVEN_K path that drops the M and N masks too). The case strategy
 draws whether a case is aimed, as one boolean that shrinks to not aimed.
 """

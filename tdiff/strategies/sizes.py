@@ -19,7 +19,7 @@ def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
     plain = st.integers(lo, hi)
     branches = (st.sampled_from(special), plain) if special else (plain,)
     base = st.one_of(*branches) if special else plain
-    with_near: dict[tuple[int, ...], st.SearchStrategy[int]] = {}
+    with_near: dict[tuple[int, ...], tuple[st.SearchStrategy[int], st.SearchStrategy[int]]] = {}
 
     @st.composite
     def draw(draw: Any) -> int:
@@ -27,10 +27,11 @@ def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
         if not near:
             return draw(base)
         if near not in with_near:
-            with_near[near] = st.one_of(*branches, st.sampled_from(near))
-        if hints.aimed():
-            return draw(st.one_of(st.sampled_from(near), with_near[near]))
-        return draw(with_near[near])
+            on = st.sampled_from(near)
+            # plain: on a threshold as one branch of three; aimed: as two of four (a second, distinct
+            # sampled_from: one_of drops a repeated branch), so half the time
+            with_near[near] = (st.one_of(*branches, on), st.one_of(st.sampled_from(near), *branches, on))
+        return draw(with_near[near][hints.aimed()])
 
     return draw()
 

@@ -25,6 +25,12 @@ def run(kernel, name="tdiff", **changes):
     return tdiff.Runner(OPTS.with_(**changes)).run_check(check)
 
 
+def run_repro(path, timeout=None):
+    """Run a written reproducer as a user would: `python repro.py` in its folder."""
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=path.parent,
+                          timeout=timeout)
+
+
 def label(result):
     return [d.verdict.label for d in result.failures]
 
@@ -68,8 +74,7 @@ def test_lost_update_is_a_race_in_one_run_without_a_gpu_or_reference(tmp_path):
     (d,) = r.failures
     assert d.verdict.label == V.RACE and d.verdict.kind == "race"
     assert "program 0 and program 1" in d.report and "without atomics" in d.report
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 1 and '"kind": "race"' in ran.stdout, ran.stdout + ran.stderr
 
 
@@ -170,8 +175,7 @@ def test_loads_outside_the_view_have_their_own_verdict_and_reproducer(tmp_path):
     assert d.verdict.label == V.READS_OUTSIDE_VIEW and d.verdict.targets == ("x",), r.report()
     assert "outside its view (padded)" in d.report and "mask=cols <= n" in d.report, d.report
     assert d.repro_path is not None, d.repro_note
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 1 and '"kind": "gap-read"' in ran.stdout, ran.stdout + ran.stderr
     # a kernel that follows the strides reads only its view, whatever the layout
     ok = run(H.row_sum_strided)
@@ -231,8 +235,7 @@ def test_a_hang_costs_about_twice_the_timeout_and_leaves_a_reproducer(tmp_path):
     assert r.wall < 2.5 * check.timeout, r.wall
     (d,) = r.failures
     assert d.repro_path is not None, d.repro_note
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent, timeout=120)
+    ran = run_repro(d.repro_path, timeout=120)
     assert ran.returncode == 1 and "timeout" in ran.stdout, ran.stdout + ran.stderr
 
 
@@ -240,8 +243,7 @@ def test_a_kernel_updating_its_input_in_place_gets_a_reproducer(tmp_path):
     r = run(H.inplace_returned, repro_dir=tmp_path)
     (d,) = r.failures
     assert d.repro_path is not None, d.repro_note
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 1 and '"kind": "values"' in ran.stdout, ran.stdout + ran.stderr
 
 
@@ -249,14 +251,12 @@ def test_an_out_of_bounds_reproducer_exits_1_then_0_once_fixed(tmp_path):
     r = run(K.masked_tail_bug, repro_dir=tmp_path)
     (d,) = r.failures
     assert d.verdict.label == V.OUT_OF_BOUNDS and d.repro_path is not None, d.repro_note
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 1 and '"kind": "oob"' in ran.stdout, ran.stdout + ran.stderr
     text = d.repro_path.read_text()
     assert "mask = offs <= n" in text
     d.repro_path.write_text(text.replace("mask = offs <= n", "mask = offs < n"))
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
@@ -270,12 +270,10 @@ def test_a_sum_over_undefined_masked_lanes_fails_and_its_reproducer_shows_it(tmp
     assert "with them zero-filled it does not" in d.report
     assert d.repro_path is not None, d.repro_note
     text = d.repro_path.read_text()
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 1 and '"kind": "values"' in ran.stdout, ran.stdout + ran.stderr
     d.repro_path.write_text(text.replace("mask=cols < n)", "mask=cols < n, other=0.0)"))
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
@@ -295,8 +293,7 @@ def test_undefined_lanes_through_a_running_max_fail(tmp_path):
     assert d.verdict.label == V.UNDEFINED_LANES, r.report()
     assert "mask=cols < n).to(tl.float32)" in d.report and "zero-filled it is wrong too" in d.report, d.report
     assert d.repro_path is not None, d.repro_note  # its interpreter side keeps the poison through the max too
-    ran = subprocess.run([sys.executable, str(d.repro_path)], capture_output=True, text=True,
-                         cwd=d.repro_path.parent)
+    ran = run_repro(d.repro_path)
     assert ran.returncode == 1 and '"kind": "values"' in ran.stdout, ran.stdout + ran.stderr
     r = run(H.row_lse_where)
     assert r.status == "passed", r.report()

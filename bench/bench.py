@@ -32,10 +32,10 @@ from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
 import tdiff  # noqa: E402
 from suites import matmul, softmax, vector_add  # noqa: E402
-from tdiff import kernels  # noqa: E402
-from tdiff.backends.interpret_scope import interpreting  # noqa: E402
-from tdiff.case import Case  # noqa: E402
-from tdiff.runner import Runner  # noqa: E402
+from tdiff.core import kernels  # noqa: E402
+from tdiff.core.case import Case  # noqa: E402
+from tdiff.drive.runner import Runner  # noqa: E402
+from tdiff.execute.interpreter.scope import interpreting  # noqa: E402
 from tdiff.strategies import tensor_arg  # noqa: E402
 
 GPU = torch.cuda.is_available()

@@ -419,7 +419,7 @@ def render(mutant_rows: list[dict], orig_rows: list[dict], args: Any, seeds: int
 
 
 def _gpu() -> bool:
-    from tdiff.backends.base import gpu_available
+    from tdiff.execute.backends.base import gpu_available
 
     return gpu_available()
 

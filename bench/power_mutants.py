@@ -80,7 +80,7 @@ def mutant(original: Any, *, kind: str, bug: str, trigger: str, check_name: str 
             masked_loads=orig.masked_loads,
             **{k: _strategy(v) for k, v in orig.strategies.items()},
         )(kernel)
-        from tdiff import kernels
+        from tdiff.core import kernels
 
         MUTANTS.append(Mutant(kernels.kernel_name(kernel), orig, kind, bug, trigger, kernel))
         return kernel
@@ -641,7 +641,7 @@ def _shape(c: Any, name: str) -> tuple[int, ...]:
 def _values(c: Any, name: str) -> Any:
     import numpy as np
 
-    from tdiff import dtypes
+    from tdiff.core import dtypes
 
     a = c.inputs[name]
     return dtypes.as_float64(a.values(), a.dt).reshape(a.shape) if a.numel else np.zeros(a.shape)

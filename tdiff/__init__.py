@@ -23,9 +23,9 @@ _LAZY = {
     "strategies": ".strategies",
     "Check": ".declaration", "check": ".declaration", "checks_of": ".declaration",
     "CorpusError": ".errors", "DeclarationError": ".errors", "DivergenceError": ".errors", "TdiffError": ".errors",
-    "CheckResult": ".runner", "Runner": ".runner", "verify": ".runner",
-    "RunOptions": ".settings",
-    "Tolerance": ".tolerance",
+    "CheckResult": ".drive.runner", "Runner": ".drive.runner", "verify": ".drive.runner",
+    "RunOptions": ".core.settings",
+    "Tolerance": ".core.tolerance",
 }
 
 __all__ = [
@@ -35,11 +35,11 @@ __all__ = [
 
 if TYPE_CHECKING:
     from . import strategies
+    from .core.settings import RunOptions
+    from .core.tolerance import Tolerance
     from .declaration import Check, check, checks_of
+    from .drive.runner import CheckResult, Runner, verify
     from .errors import CorpusError, DeclarationError, DivergenceError, TdiffError
-    from .runner import CheckResult, Runner, verify
-    from .settings import RunOptions
-    from .tolerance import Tolerance
 
 
 def __getattr__(name: str) -> Any:

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import corpora
 from .declaration import _import
 from .errors import CorpusError
+from .record import corpus_union
 
 
 def _find_check(meta: dict) -> Any:
@@ -31,7 +31,7 @@ def _find_check(meta: dict) -> Any:
 
 def replay(args: argparse.Namespace) -> int:
     from . import options as options_mod
-    from .runner import Runner
+    from .drive.runner import Runner
 
     given = {"backends": args.backends, "isolation": args.isolation, "timeout": args.timeout,
              "repro-dir": args.repro_dir or "none", "corpus": "none"}
@@ -41,7 +41,7 @@ def replay(args: argparse.Namespace) -> int:
         print(f"tdiff replay: {exc}")
         return 2
     counts = {"passed": 0, "failed": 0, "error": 0, "known": 0, "fixed": 0, "not judged": 0}
-    found = corpora.union_of([Path(p) for p in args.paths])
+    found = corpus_union.union_of([Path(p) for p in args.paths])
     if not found.entries and not found.conflicts:
         print(f"tdiff replay: no corpus entries under {', '.join(args.paths)}")
         return 2
@@ -77,7 +77,7 @@ def replay(args: argparse.Namespace) -> int:
 
 def corpus_merge(args: argparse.Namespace) -> int:
     try:
-        report = corpora.merge([Path(p) for p in args.sources], Path(args.into))
+        report = corpus_union.merge([Path(p) for p in args.sources], Path(args.into))
     except CorpusError as exc:
         print(f"tdiff corpus merge: {exc}")
         return 2
@@ -94,7 +94,7 @@ def corpus_merge(args: argparse.Namespace) -> int:
 def campaign(args: argparse.Namespace) -> int:
     import json
 
-    from . import campaign as campaign_mod
+    from .record import campaign as campaign_mod
 
     if not Path(args.dir).is_dir():
         print(f"tdiff campaign: {args.dir} is not a directory")
@@ -127,7 +127,7 @@ def info(_: argparse.Namespace) -> int:
     import torch
     import triton
 
-    from .backends.base import gpu_available
+    from .execute.backends.base import gpu_available
 
     gpu = torch.cuda.get_device_name() if gpu_available() else None
     print(f"tdiff {importlib.metadata.version('tdiff')}")

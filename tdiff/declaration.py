@@ -13,9 +13,9 @@ from typing import Any, TypeVar
 
 from hypothesis.strategies import SearchStrategy
 
-from . import kernels
-from .backends.base import BackendSpec
+from .core import kernels
 from .errors import DeclarationError
+from .execute.backends.base import BackendSpec
 
 K = TypeVar("K")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .settings import PROFILES, RunOptions
+from .core.settings import PROFILES, RunOptions
 
 #: (name, type, RunOptions field, help)
 OPTIONS: list[tuple[str, type, str, str]] = [
@@ -88,8 +88,8 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             parts = split_backends(value)
             if not parts:
                 raise ValueError(f"--tdiff-backends names no backend: {value!r}")
-            from .backends.base import BackendSpec
-            from .environments import probe
+            from .execute.backends.base import BackendSpec
+            from .execute.environments import probe
 
             if "metamorphic" in parts and len(parts) > 1:
                 raise ValueError("--tdiff-backends metamorphic stands alone (it picks compiled variants per check)")
@@ -114,11 +114,11 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
         elif field in DEFAULT_DIRS:
             value = None if value.lower() == "none" else root / value
         elif field == "database":
-            from .database import open_database
+            from .drive.database import open_database
 
             value = open_database(value, root)
         elif field == "shard":
-            from .shard import parse
+            from .drive.shard import parse
 
             value = parse(value)
         elif field == "campaign_dir":

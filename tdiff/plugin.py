@@ -1,7 +1,7 @@
 """pytest plugin: `pytest --tdiff` collects every `@tdiff.check` and runs it as a test item.
 
 Hooks only: each delegates to one `TdiffSession` kept in `config.stash`; options are built by
-`tdiff.options`, checks are run by `tdiff.runner`, summaries rendered by `tdiff.summary`. Without
+`tdiff.options`, checks are run by `tdiff.drive.runner`, summaries rendered by `tdiff.record.summary`. Without
 `--tdiff` nothing changes. Nothing heavy is imported at module level: pytest loads this plugin in
 every run, and the xdist controller never needs torch or triton.
 """
@@ -45,7 +45,7 @@ class TdiffSession:
 
     def __init__(self, config: pytest.Config) -> None:
         from . import options
-        from .gpus import GPUError, gpu_for_worker
+        from .execute.gpus import GPUError, gpu_for_worker
 
         self.config = config
 
@@ -65,9 +65,9 @@ class TdiffSession:
         self.runner: Any = None
         self.recorder: Any = None
         self.slot: int | None = None
-        self.compat: list[str] = []  # hypothesis names aliased for HypoFuzz (tdiff.fuzz.hypofuzz_compat)
+        self.compat: list[str] = []  # hypothesis names aliased for HypoFuzz (tdiff.drive.fuzz.hypofuzz_compat)
         if self.fuzz:
-            from .fuzz import hypofuzz_compat
+            from .drive.fuzz import hypofuzz_compat
 
             self.compat = hypofuzz_compat()
         self.summaries: list[dict] = []
@@ -78,7 +78,7 @@ class TdiffSession:
         GPU worker to GPU slot % count (tdiff.pinning); once, before its first worker starts."""
         if not self.fuzz or self.xdist_worker is not None or self.slot is not None:
             return
-        from .pinning import fuzz_process_gpu
+        from .execute.pinning import fuzz_process_gpu
 
         self.slot, gpu = fuzz_process_gpu()
         if gpu is not None:
@@ -86,7 +86,7 @@ class TdiffSession:
 
     def get_runner(self) -> Any:
         if self.runner is None:
-            from .runner import Runner
+            from .drive.runner import Runner
 
             self.pin()
             self.runner = Runner(self.options)
@@ -97,7 +97,7 @@ class TdiffSession:
         if self.options.campaign_dir is None:
             return None
         if self.recorder is None:
-            from .campaign import Recorder
+            from .record.campaign import Recorder
 
             self.pin()
             self.recorder = Recorder(self.options.campaign_dir, {"slot": self.slot, "gpu": self.options.gpu,
@@ -111,9 +111,9 @@ class TdiffSession:
         controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
         if config.option.collectonly or controller or self.options.isolation == "none":
             return  # (an xdist controller runs no tests: its workers warm their own)
-        from .backends.base import BackendSpec
-        from .gpus import device_count
-        from .workers import shared_pool
+        from .execute.backends.base import BackendSpec
+        from .execute.gpus import device_count
+        from .execute.workers import shared_pool
 
         self.pin()
         if self.options.backends:
@@ -124,7 +124,7 @@ class TdiffSession:
         shared_pool(self.options.gpu).warm(lanes)
 
     def header(self) -> list[str]:
-        from .gpus import device_count
+        from .execute.gpus import device_count
 
         opts = self.options
         if opts.backends:
@@ -136,7 +136,7 @@ class TdiffSession:
         corpus = os.pathsep.join(str(p) for p in (opts.corpus_dir or "off", *opts.corpus_more))
         extra = f"; shard {opts.shard[0]}/{opts.shard[1]}" if opts.shard else ""
         if opts.database is not None:
-            from .database import describe
+            from .drive.database import describe
 
             extra += f"; example database {describe(opts.database)}"
         if self.compat:
@@ -146,7 +146,7 @@ class TdiffSession:
 
     def close(self) -> None:
         if self.runner is not None or self.options.isolation != "none":
-            from .workers import close_shared
+            from .execute.workers import close_shared
 
             close_shared(wait=False)  # the workers exit on their own (CUDA teardown): no need to wait for them
 
@@ -155,7 +155,7 @@ class TdiffSession:
         # after every plugin's pytest_configure (hypothesis's loads --hypothesis-profile there), before the
         # fuzz targets are made: they and HypoFuzz take the default profile's database
         if self.fuzz and self.options.database is not None:
-            from .database import use_as_default
+            from .drive.database import use_as_default
 
             use_as_default(self.options.database)
 
@@ -177,7 +177,7 @@ class TdiffSession:
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         if not self.summaries:
             return
-        from .summary import check_lines, total_lines
+        from .record.summary import check_lines, total_lines
 
         tr = terminalreporter
         tr.section("tdiff summary")
@@ -280,7 +280,7 @@ def _item(parent: pytest.Collector, check: Check) -> pytest.Item:
     pytest.Function around a hypothesis test of one case per example (HypoFuzz fuzzes those)."""
     if not parent.config.getoption("tdiff_fuzz_targets"):
         return TdiffItem.from_parent(parent, name=check.item_name, check=check)
-    from .fuzz import hypothesis_test
+    from .drive.fuzz import hypothesis_test
 
     session = parent.config.stash[_KEY]
     item = pytest.Function.from_parent(parent, name=check.item_name,
@@ -306,7 +306,7 @@ class TdiffItem(pytest.Item):
             self.add_marker(mark)
 
     def runtest(self) -> None:
-        from .summary import record
+        from .record.summary import record
 
         session = self.config.stash[_KEY]
         result = session.get_runner().run_check(self.check)
@@ -344,7 +344,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     first (shortest makespan under xdist); checks never timed run first of all. Other items keep their places."""
     state = _session(config)
     if state is not None and state.options.shard is not None:
-        from .shard import in_shard
+        from .drive.shard import in_shard
 
         shard = state.options.shard
         keep = [it for it in items if CHECK_KEY not in it.stash or in_shard(it.stash[CHECK_KEY].id, shard)]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from triton.runtime.interpreter import TensorHandle
 
-from tdiff.backends.base import BackendSpec
-from tdiff.backends.interpreter import InterpreterBackend, Session
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.interpreter.backend import InterpreterBackend, Session
 
 
 class Perturb(InterpreterBackend):
@@ -146,7 +146,7 @@ class FakeCompiling(Perturb):
     def run(self, target, case):
         import time
 
-        from tdiff.specialization import launch_keys
+        from tdiff.execute.launch_keys import launch_keys
 
         new = set(launch_keys(target, case) or ()) - self.cache
         self.cache |= new
@@ -203,8 +203,8 @@ class AlwaysRaises:
         self.name = "compiled"
 
     def run(self, target, case):
-        from tdiff.backends.base import error_info
-        from tdiff.outcome import Outcome
+        from tdiff.core.outcome import Outcome
+        from tdiff.execute.backends.base import error_info
 
         out = Outcome(self.name)
         try:
@@ -237,7 +237,7 @@ class LimitedInterpreter(InterpreterBackend):
         self.name = "interpreter"
 
     def run(self, target, case):
-        from tdiff.outcome import ErrorInfo, Outcome
+        from tdiff.core.outcome import ErrorInfo, Outcome
 
         out = Outcome(self.name)
         out.error = ErrorInfo("limitation", "NotImplementedError: inline_asm not supported in interpreter mode",

@@ -467,7 +467,7 @@ def kl_log_target(t_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr, tl.sum(tl.exp(t) * (t - y), axis=0))
 
 
-# -- masked loads without other=: the masked-out lanes are undefined (tdiff.backends.undefined)
+# -- masked loads without other=: the masked-out lanes are undefined (tdiff.execute.interpreter.undefined)
 
 @tdiff.check(launch=_reduce_launch, reference=lambda x: x.sum(-1), x=ROWS)
 @triton.jit

@@ -5,15 +5,15 @@ import pytest
 import torch
 
 import tdiff
-from tdiff import integrity
-from tdiff.backends.interpreter import InterpreterBackend
-from tdiff.backends.reference import ReferenceBackend
-from tdiff.case import Case, TensorArg
-from tdiff.compare import compare
-from tdiff.outcome import CANARY, GUARD_BYTES
-from tdiff.plan import LaunchPlan
+from tdiff.core.case import Case, TensorArg
+from tdiff.core.outcome import CANARY, GUARD_BYTES
+from tdiff.execute.backends.reference import ReferenceBackend
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.execute.plan import LaunchPlan
+from tdiff.judge import integrity
+from tdiff.judge.compare import compare
+from tdiff.judge.targets import storage_values
 from tdiff.strategies import tensor_arg
-from tdiff.targets import storage_values
 from tests import kernels as K
 
 
@@ -87,7 +87,7 @@ def test_launch_records_and_writers():
 def test_torch_empty_is_filled_while_a_launch_runs():
     # torch.empty is filled (NaN / the largest integer), so garbage never differs between backends and
     # an element nobody wrote is recognisable
-    from tdiff.plan import deterministic_empty
+    from tdiff.execute.plan import deterministic_empty
 
     with deterministic_empty():
         t, i = torch.empty(8), torch.empty(8, dtype=torch.int32)
@@ -95,10 +95,10 @@ def test_torch_empty_is_filled_while_a_launch_runs():
 
 
 def test_compiled_variants_parse_label_and_validate():
-    from tdiff.backends.base import BackendSpec
-    from tdiff.classify import kind_of
+    from tdiff.execute.backends.base import BackendSpec
+    from tdiff.judge.classify import kind_of
+    from tdiff.judge.verdict import wrong
     from tdiff.options import split_backends
-    from tdiff.verdict import wrong
 
     s = BackendSpec.parse("compiled[num_warps=2,num_stages=1,config=3]")
     assert (s.kind, s.launch, s.config, s.lane) == ("compiled", (("num_warps", 2), ("num_stages", 1)), 3, "gpu")
@@ -114,7 +114,7 @@ def test_compiled_variants_parse_label_and_validate():
             BackendSpec.parse(bad)
     with pytest.raises(tdiff.DeclarationError, match="unknown option"):
         tdiff.check(launch=lambda k, x: None, backends=["compiled[warps=2]"], x=1)(K.double_kernel)
-    from tdiff.repro import _variants
+    from tdiff.record.repro import _variants
 
     # a reproducer runs a variant with its launch options on top; another config cannot be replayed
     assert _variants(("compiled", "compiled[num_warps=2]", "compiled[config=1]", "reference")) == {

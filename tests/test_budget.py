@@ -10,11 +10,11 @@ import triton.language as tl
 
 import tdiff
 from tdiff import strategies as tst
-from tdiff.budget import CompileBudget
-from tdiff.case import Case
+from tdiff.core.case import Case
 from tdiff.errors import DeclarationError
-from tdiff.specialization import launch_keys
-from tdiff.workers import Pool
+from tdiff.execute.compile_budget import CompileBudget
+from tdiff.execute.launch_keys import launch_keys
+from tdiff.execute.workers import Pool
 from tests import faulty
 
 
@@ -226,8 +226,8 @@ def test_budget_decisions_stay_consistent_for_hypothesis(module, kernel):
 # ---------------------------------------------------------------- compiling ahead of use
 
 def test_compiling_ahead_sees_the_cases_the_search_then_runs(monkeypatch):
-    from tdiff import precompile
-    from tdiff.budget import layout_of
+    from tdiff.execute import ahead
+    from tdiff.execute.compile_budget import layout_of
 
     planned, searched = [], []
     monkeypatch.setattr(tdiff.Runner, "precompile_workers", lambda self, judge: 3)
@@ -236,8 +236,8 @@ def test_compiling_ahead_sees_the_cases_the_search_then_runs(monkeypatch):
         planned.extend(cases)
         return {"cases": len(cases), "workers": workers, "started": 0.0}
 
-    monkeypatch.setattr(precompile, "start", fake_start)
-    monkeypatch.setattr(precompile, "finish", lambda executor, state: {**state, "compiles": state["cases"],
+    monkeypatch.setattr(ahead, "start", fake_start)
+    monkeypatch.setattr(ahead, "finish", lambda executor, state: {**state, "compiles": state["cases"],
                                                                         "compile_seconds": 0.0, "errors": []})
     faulty.FakeCompiling.cache.clear()
     # targeting off: its phase draws from what the judged cases reported, which the preview cannot know
@@ -265,20 +265,20 @@ def test_compiling_ahead_sees_the_cases_the_search_then_runs(monkeypatch):
     keys = [set(runner.predict_keys(check, c)) for c in planned]
     assert all(ks - set().union(*keys[:i]) for i, ks in enumerate(keys))  # each brings a key of its own
     assert {layout_of(c) for c in planned} <= {layout_of(c) for c in searched}
-    from tdiff import summary
+    from tdiff.record import summary
 
     summary_line = summary.check_lines(summary.record(result))[0]
     assert f"{len(planned)} compiled ahead" in summary_line
 
 
 def test_plan_compiles_each_new_set_of_keys_once():
-    from tdiff import precompile
+    from tdiff.execute import ahead
 
     def case(n):
         return Case({"x": tdiff.strategies.tensor_arg(torch.zeros(n))})
 
     keys = {1: [("k", (1,), ())], 2: [("k", (2,), ())], 3: [("k", (2,), ())], 4: None}
-    chosen = precompile.plan([case(1), case(1), case(2), case(3), case(4)],
+    chosen = ahead.plan([case(1), case(1), case(2), case(3), case(4)],
                              lambda c: keys[c.inputs["x"].shape[0]])
     assert [c.inputs["x"].shape[0] for c in chosen] == [1, 2, 4]  # 1 again: same layout; 3: keys already seen
 
@@ -286,7 +286,7 @@ def test_plan_compiles_each_new_set_of_keys_once():
 def test_the_precompile_backend_warms_up_every_launch_and_runs_none(monkeypatch):
     from triton.runtime.jit import JITFunction
 
-    from tdiff.backends.base import BackendSpec, make_backend
+    from tdiff.execute.backends.base import BackendSpec, make_backend
 
     calls = []
 
@@ -302,8 +302,8 @@ def test_the_precompile_backend_warms_up_every_launch_and_runs_none(monkeypatch)
 
 
 def test_background_jobs_advance_beside_the_search_and_are_collected():
-    from tdiff.backends.base import BackendSpec
-    from tdiff.workers import Job
+    from tdiff.execute.backends.base import BackendSpec
+    from tdiff.execute.workers import Job
 
     (check,) = tdiff.checks_of(twice_in_workers)
     cases = [Case({"x": tdiff.strategies.tensor_arg(torch.zeros(n))}) for n in (1, 5, 16, 33)]

@@ -19,9 +19,12 @@ import numpy as np
 import pytest
 
 import tdiff
-from tdiff import campaign, cli, gpus, options, pinning, shard
-from tdiff.case import Case, TensorArg
-from tdiff.search import Found
+from tdiff import cli, options
+from tdiff.core.case import Case, TensorArg
+from tdiff.drive import shard
+from tdiff.drive.search import Found
+from tdiff.execute import gpus, pinning
+from tdiff.record import campaign
 
 from . import fuzz_kernels as FK
 from .test_fuzz import _plugin_args
@@ -60,7 +63,7 @@ def test_slots_are_the_lowest_free_ones_and_pin_gpus_round_robin(tmp_path, monke
 
 _HOLDER = textwrap.dedent("""
     import sys
-    from tdiff import gpus, pinning
+    from tdiff.execute import gpus, pinning
     slot = pinning.claim_slot(sys.argv[1])
     print(slot.index, gpus.gpu_for_worker(slot.index), flush=True)
     sys.stdin.read()  # hold the slot until the test closes stdin
@@ -134,7 +137,7 @@ def test_a_checks_shard_depends_on_its_id_only():
     ids = [f"suites.k{i}::k{i}[tdiff]" for i in range(6)]
     assert [shard.shard_of(i, 3) for i in ids] == [shard.shard_of(i, 3) for i in reversed(ids)][::-1]
     assert [shard.shard_of(i, 3) for i in ids] == [2, 3, 1, 2, 2, 2]
-    code = "from tdiff import shard; print([shard.shard_of(f'suites.k{i}::k{i}[tdiff]', 3) for i in range(6)])"
+    code = "from tdiff.drive import shard; print([shard.shard_of(f'suites.k{i}::k{i}[tdiff]', 3) for i in range(6)])"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": "123"},
                          capture_output=True, text=True, check=True, cwd=str(ROOT)).stdout
     assert out.strip() == "[2, 3, 1, 2, 2, 2]"
@@ -194,7 +197,7 @@ def test_a_bad_shard_or_database_is_a_usage_error(pytester):
 def test_database_values(tmp_path):
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    from tdiff.database import open_database
+    from tdiff.drive.database import open_database
 
     db = open_database("db", tmp_path)
     assert isinstance(db, DirectoryBasedExampleDatabase) and Path(db.path) == tmp_path / "db"
@@ -245,7 +248,7 @@ def test_a_case_id_is_the_same_in_every_process_and_byte_order():
                            "x": TensorArg("float32", (3,), (1,), 0, np.array([1.5, -0.0, np.nan], ">f4"))},
                    dims={"a": 1, "b": 2})
     assert case.digest() == swapped.digest() == "0a946494664d027f"
-    code = ("import numpy as np; from tdiff.case import Case, TensorArg; "
+    code = ("import numpy as np; from tdiff.core.case import Case, TensorArg; "
             "print(Case(inputs={'x': TensorArg('float32', (3,), (1,), 0, np.array([1.5, -0.0, np.nan], np.float32)),"
             " 'n': 3, 'alpha': 0.1}, dims={'b': 2, 'a': 1}).digest())")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": "7"},
@@ -254,7 +257,7 @@ def test_a_case_id_is_the_same_in_every_process_and_byte_order():
 
 
 def test_the_corpus_entries_made_on_other_machines_keep_their_ids_here():
-    from tdiff.corpus import all_entries
+    from tdiff.record.corpus import all_entries
 
     found = all_entries(ROOT / "corpus")
     assert found, "the repository's corpus"
@@ -509,7 +512,7 @@ def test_a_second_fuzz_process_replays_the_first_ones_failure_from_redis(redis_u
     second = _first_divergence(camp / "corpus2")
     assert second is not None, out2[-3000:]
     # the first process lived through its failure (hypothesis >= 6.158 renamed what HypoFuzz reads after
-    # shrinking: tdiff.fuzz.hypofuzz_compat), and the second's very first case is that failure as the first
+    # shrinking: tdiff.drive.fuzz.hypofuzz_compat), and the second's very first case is that failure as the first
     # process shrank it, read from Redis
     assert "AttributeError" not in out1, out1[-3000:]
     assert second.first_divergence_cases == 1

@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from tdiff.backends.base import BackendSpec
-from tdiff.backends.interpreter import InterpreterBackend
-from tdiff.backends.reference import ReferenceBackend
-from tdiff.case import Case
-from tdiff.compare import Rules, close, compare, value_mismatch
-from tdiff.report import mismatch_picture, render
+from tdiff.core.case import Case
+from tdiff.core.tolerance import Tolerance, from_ops
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.backends.reference import ReferenceBackend
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.judge.compare import Rules, close, compare, value_mismatch
+from tdiff.record.report import mismatch_picture, render
 from tdiff.strategies import tensor_arg
-from tdiff.tolerance import Tolerance, from_ops
 from tests import kernels as K
 
 
@@ -102,7 +102,7 @@ def test_mismatch_report_fields_and_picture(tmp_path):
 
 
 def test_guard_band_damage_is_located():
-    from tdiff import integrity
+    from tdiff.judge import integrity
 
     check = K.inplace_overrun.__tdiff_checks__[0]
     case = Case({"t": tensor_arg(torch.zeros(2, 3))})
@@ -116,8 +116,8 @@ def test_guard_band_damage_is_located():
 
 
 def test_rendered_report_reads_without_the_code():
-    from tdiff.evidence import gather
-    from tdiff.verdict import decide
+    from tdiff.judge.evidence import gather
+    from tdiff.judge.verdict import decide
 
     check = K.double_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.arange(70, dtype=torch.float32))})
@@ -136,8 +136,8 @@ def test_dot_tolerance_grows_with_the_products_not_the_result():
     # found by the suite: a [1, 25] @ [25, 1] fp32 tl.dot at default precision (tf32) whose 25
     # products of values in [-4, 4] cancel to 0.39; tf32 rounding left it 0.8% off the fp32 reference.
     # The interpreter's dataflow scale of a dot output is its largest product, grown by sqrt(K).
-    from tdiff.backends.dataflow import dot
-    from tdiff.backends.interpreter import _interp
+    from tdiff.execute.interpreter.backend import _interp
+    from tdiff.execute.interpreter.dataflow import dot
 
     worst, bug = 0.0, 0
     tol = from_ops({"dot:tf32", "farith"}, "float32")
@@ -165,7 +165,7 @@ def test_presets_scale_with_dtype(name):
 def test_reductions_to_few_outputs_allow_for_summation_order():
     # measured on an H100: 383 float32 values in [-1000, 1000] summed by 6 programs with tl.atomic_add
     # gave -16.8881836 compiled and -16.8890381 interpreted; neither is a bug
-    from tdiff.outcome import Outcome, ReturnedTensor, Trace
+    from tdiff.core.outcome import Outcome, ReturnedTensor, Trace
 
     worst = 0.0
     for seed in range(200):
@@ -189,7 +189,7 @@ def test_reductions_to_few_outputs_allow_for_summation_order():
 
 
 def test_closeness_says_how_near_the_tolerance_two_results_come():
-    from tdiff.compare import closeness
+    from tdiff.judge.compare import closeness
 
     tol = Tolerance(rtol=1e-3)
     a = f64([1.0, 2.0, np.nan, np.inf])
@@ -202,7 +202,7 @@ def test_each_case_reports_its_closeness_and_lines_run_to_hypothesis(monkeypatch
     import hypothesis
 
     import tdiff
-    from tdiff import search
+    from tdiff.drive import search
 
     seen = []
     monkeypatch.setattr(hypothesis, "target", lambda value, label: seen.append((label, value)))
@@ -223,10 +223,10 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
     import triton.language as tl
 
     from suites import matmul, softmax
-    from tdiff import kernels
-    from tdiff.outcome import Outcome
-    from tdiff.static_ops import ORDER_TAG, dot_kinds
-    from tdiff.targets import view
+    from tdiff.core import kernels
+    from tdiff.core.outcome import Outcome
+    from tdiff.core.static_ops import ORDER_TAG, dot_kinds
+    from tdiff.judge.targets import view
 
     @triton.jit
     def ieee_dot(a_ptr, out_ptr, B: tl.constexpr):
@@ -253,10 +253,10 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
     import triton.language as tl
 
     from suites import vector_add
-    from tdiff import kernels
-    from tdiff.outcome import Outcome
-    from tdiff.static_ops import ORDER_TAG, dot_kinds
-    from tdiff.targets import view
+    from tdiff.core import kernels
+    from tdiff.core.outcome import Outcome
+    from tdiff.core.static_ops import ORDER_TAG, dot_kinds
+    from tdiff.judge.targets import view
 
     assert dot_kinds(kernels.jit_function(vector_add.add_kernel)) == set()  # elementwise: no order to change
 
@@ -284,8 +284,8 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
 
 
 def test_a_sign_of_zero_mismatch_is_named_as_such():
-    from tdiff.compare import value_mismatch
-    from tdiff.tolerance import Tolerance
+    from tdiff.core.tolerance import Tolerance
+    from tdiff.judge.compare import value_mismatch
 
     a, b = np.array([1.0, 2.0, -0.0]), np.array([1.0, 2.0, 0.0])
     m = value_mismatch("out", a, b, Tolerance(exact=True), raw_a=a.astype(np.float32), raw_b=b.astype(np.float32))

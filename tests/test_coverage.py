@@ -8,7 +8,7 @@ import inspect
 import pytest
 
 import tdiff
-from tdiff.summary import check_lines, record
+from tdiff.record.summary import check_lines, record
 
 from . import coverage_kernels as CK
 

@@ -14,9 +14,9 @@ import pytest
 
 import tdiff
 from tdiff import options
-from tdiff.backends.base import BackendSpec
-from tdiff.classify import kind_of
-from tdiff.environments import probe, sys_path_for_other
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.environments import probe, sys_path_for_other
+from tdiff.judge.classify import kind_of
 
 OTHER = os.environ.get("TDIFF_OTHER_PYTHON")
 OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, max_examples=8, isolation="process")

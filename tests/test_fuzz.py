@@ -16,7 +16,7 @@ from hypothesis import settings
 
 import tdiff
 from tdiff import cli
-from tdiff.fuzz import FuzzDivergence, hypothesis_test
+from tdiff.drive.fuzz import FuzzDivergence, hypothesis_test
 
 from . import fuzz_kernels as FK
 

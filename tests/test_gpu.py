@@ -9,10 +9,10 @@ import torch
 import triton
 
 import tdiff
-from tdiff.backends.base import BackendSpec
-from tdiff.case import Case
+from tdiff.core.case import Case
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.workers import Job, Pool
 from tdiff.strategies import tensor_arg
-from tdiff.workers import Job, Pool
 from tests import kernels as K
 from tests.test_suites import _suite_checks
 
@@ -79,7 +79,7 @@ def test_bf16_dot_divergence_becomes_a_reproducer(tmp_path):
 
 
 def test_compiled_backend_records_launches_and_compiles():
-    from tdiff.backends.compiled import CompiledBackend
+    from tdiff.execute.backends.compiled import CompiledBackend
 
     check = K.double_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.arange(100, dtype=torch.float32))})
@@ -105,8 +105,8 @@ def test_each_pool_compiles_on_its_own_gpu():
 def test_launch_keys_predict_real_compiles():
     """The compile budget's dry launches (CPU tensors) classify arguments as Triton's JIT cache does:
     for every suite kernel they equal the keys the compiled backend reports from the real launches."""
-    from tdiff.runner import Runner
-    from tdiff.specialization import launch_keys
+    from tdiff.drive.runner import Runner
+    from tdiff.execute.launch_keys import launch_keys
 
     opts = tdiff.RunOptions(profile="ci", max_examples=12, corpus_dir=None, repro_dir=None, compile_budget=0,
                             backends=("compiled", "interpreter"), shrink_budget=0, verdict=False)
@@ -350,7 +350,7 @@ def test_a_kernel_assuming_the_default_num_warps_is_found_by_a_variant_pair(tmp_
 def test_exact_operations_agree_bit_for_bit_with_the_compiled_kernel():
     # tl.fma is rounded once by the GPU (fma.rn.f32) and by tdiff's interpreter (shim fma-rounding);
     # a conversion to bf16 rounds to nearest even on both: compared bit for bit, they agree
-    from tdiff.backends import shims
+    from tdiff.execute.interpreter import shims
     from tests import semantics_kernels as SK
 
     opts = tdiff.RunOptions(profile="ci", isolation="none", corpus_dir=None, repro_dir=None,
@@ -382,8 +382,8 @@ def test_the_metamorphic_profile_finds_a_kernel_assuming_the_default_num_warps(t
 
 def test_compiled_variants_of_an_elementwise_kernel_agree_bit_for_bit():
     from suites import vector_add
-    from tdiff.opinions import Opinions
-    from tdiff.targets import view
+    from tdiff.judge.opinions import Opinions
+    from tdiff.judge.targets import view
 
     runner = tdiff.Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
     (check,) = tdiff.checks_of(vector_add.add_kernel)

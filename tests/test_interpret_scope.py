@@ -11,9 +11,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
-from tdiff.backends.interpret_scope import interpreting
-from tdiff.backends.interpreter import InterpreterOptions, Session, interpret_launch
-from tdiff.plan import route_launches
+from tdiff.execute.interpreter.backend import InterpreterOptions, Session, interpret_launch
+from tdiff.execute.interpreter.scope import interpreting
+from tdiff.execute.plan import route_launches
 from tests import kernels as K
 
 
@@ -88,9 +88,9 @@ def test_scope_is_reentrant_and_restores_on_error():
 
 def test_autotuned_kernel_runs_each_config(tmp_path):
     from suites import autotuned
-    from tdiff import kernels
-    from tdiff.backends.interpreter import InterpreterBackend
-    from tdiff.case import Case
+    from tdiff.core import kernels
+    from tdiff.core.case import Case
+    from tdiff.execute.interpreter.backend import InterpreterBackend
     from tdiff.strategies import tensor_arg
 
     check = autotuned.axpb_kernel.__tdiff_checks__[0]

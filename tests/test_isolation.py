@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import tdiff
-from tdiff.backends.base import BackendSpec
-from tdiff.case import Case
+from tdiff.core.case import Case
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.workers import Job, Pool
 from tdiff.strategies import tensor_arg
-from tdiff.workers import Job, Pool
 from tests import kernels as K
 
 

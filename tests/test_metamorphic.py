@@ -12,9 +12,9 @@ import torch
 
 import tdiff
 from tdiff import options
-from tdiff.case import Case
-from tdiff.opinions import OPTION_VARIANTS, Opinions, choose, metamorphic
-from tdiff.runner import Runner
+from tdiff.core.case import Case
+from tdiff.drive.runner import Runner
+from tdiff.judge.opinions import OPTION_VARIANTS, Opinions, choose, metamorphic
 from tdiff.strategies import tensor_arg
 
 

@@ -12,23 +12,23 @@ import triton
 import triton.language as tl
 
 import tdiff
-from tdiff import corpus, repro
 from tdiff import strategies as tst
-from tdiff import verdict as V
-from tdiff.backends.base import BackendSpec
-from tdiff.backends.interpreter import InterpreterBackend, sample_programs
-from tdiff.backends.memory import Memory, Region
-from tdiff.backends.reference import ReferenceBackend
-from tdiff.case import Case
-from tdiff.classify import DISCARD, FAIL, classify
-from tdiff.compare import Rules, close, coarse_scale, compare
+from tdiff.core.case import Case
+from tdiff.core.outcome import GUARD_BYTES, ErrorInfo, Outcome, ReturnedTensor, StorageOutcome
+from tdiff.core.tolerance import Tolerance, from_ops, resolve
 from tdiff.errors import CorpusError
-from tdiff.evidence import gather
-from tdiff.outcome import GUARD_BYTES, ErrorInfo, Outcome, ReturnedTensor, StorageOutcome
-from tdiff.shrink import shrink
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.backends.reference import ReferenceBackend
+from tdiff.execute.interpreter.backend import InterpreterBackend, sample_programs
+from tdiff.execute.interpreter.memory import Memory, Region
+from tdiff.judge import verdict as V
+from tdiff.judge.classify import DISCARD, FAIL, classify
+from tdiff.judge.compare import Rules, close, coarse_scale, compare
+from tdiff.judge.evidence import gather
+from tdiff.judge.targets import guard_pattern
+from tdiff.record import corpus, repro
+from tdiff.record.shrink import shrink
 from tdiff.strategies import tensor_arg
-from tdiff.targets import guard_pattern
-from tdiff.tolerance import Tolerance, from_ops, resolve
 from tests import hostile as H
 from tests import kernels as K
 from tests.faulty import FakeCompiledTail, Perturb
@@ -309,7 +309,7 @@ def test_returned_elements_no_program_wrote_are_unobserved():
 
 
 def test_one_changed_byte_outside_the_view_is_seen():
-    from tdiff.integrity import gap_damage
+    from tdiff.judge.integrity import gap_damage
 
     half = torch.split(torch.arange(12, dtype=torch.float32).reshape(3, 4), [2, 2], dim=1)[0]
     arg = tensor_arg(half, layout="split")
@@ -430,7 +430,7 @@ def test_launches_are_ordered():
 
 
 def test_the_scale_of_an_atomic_sum_grows_with_its_updates():
-    from tdiff.backends.interpreter import InterpreterOptions, Session, finish_trace
+    from tdiff.execute.interpreter.backend import InterpreterOptions, Session, finish_trace
 
     s = Session(InterpreterOptions())
     s.memory.regions.append(Region("out", 4096, 4, 4, True))
@@ -441,8 +441,8 @@ def test_the_scale_of_an_atomic_sum_grows_with_its_updates():
 
 
 def test_the_scale_of_a_dot_grows_with_its_terms():
-    from tdiff.backends import dataflow
-    from tdiff.backends.interpreter import _interp
+    from tdiff.execute.interpreter import dataflow
+    from tdiff.execute.interpreter.backend import _interp
 
     a = np.array([[1.0, -1.0] * 32], np.float32)  # 64 products of magnitude 1 that cancel to 0
     b = np.ones((64, 1), np.float32)
@@ -452,8 +452,8 @@ def test_the_scale_of_a_dot_grows_with_its_terms():
 
 
 def test_an_elementwise_overflow_is_recorded():
-    from tdiff.backends import dataflow
-    from tdiff.backends.interpreter import _interp
+    from tdiff.execute.interpreter import dataflow
+    from tdiff.execute.interpreter.backend import _interp
 
     a = _interp.TensorHandle(np.array([1e20, 2.0], np.float32), tl.float32)
     with np.errstate(over="ignore"):
@@ -477,7 +477,7 @@ def _sum_launch(kernel, x):
 
 
 def test_edge_ratio_is_relative_to_the_square_root():
-    from tdiff.backends.dataflow import edge_ratio
+    from tdiff.execute.interpreter.dataflow import edge_ratio
 
     assert edge_ratio(np.array([1e20]), tl.float32) >= 1  # squared, it overflows float32
     assert edge_ratio(np.array([1e10]), tl.float32) < 1
@@ -555,8 +555,8 @@ def test_the_reproducers_tolerance_is_tdiffs():
 
 
 def test_only_comparisons_of_computed_values_are_fragile():
-    from tdiff.backends import dataflow
-    from tdiff.backends.interpreter import _interp
+    from tdiff.execute.interpreter import dataflow
+    from tdiff.execute.interpreter.backend import _interp
 
     def handle(v, computed):
         h = _interp.TensorHandle(np.array(v, np.float32), tl.float32)

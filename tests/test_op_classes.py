@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tdiff
-from tdiff.backends import shims
+from tdiff.execute.interpreter import shims
 
 from . import semantics_kernels as SK
 
@@ -102,8 +102,8 @@ def test_unspecified_setting_is_validated():
 
 
 def test_classes_of_op_tags():
-    from tdiff.op_classes import EXACT, TAGS
-    from tdiff.tolerance import from_ops
+    from tdiff.core.op_classes import EXACT, TAGS
+    from tdiff.core.tolerance import from_ops
 
     for tag in ("fma", "div_rn", "sqrt_rn"):
         assert TAGS[tag][0] == EXACT
@@ -115,7 +115,7 @@ def test_classes_of_op_tags():
 
 
 def test_the_interpreter_tags_fma_and_rounded_division():
-    from tdiff.backends.interpreter import _OP_TAGS
+    from tdiff.execute.interpreter.backend import _OP_TAGS
 
     assert (_OP_TAGS["create_fma"], _OP_TAGS["create_precise_divf"], _OP_TAGS["create_precise_sqrt"],
             _OP_TAGS["create_fdiv"], _OP_TAGS["create_fadd"]) == ("fma", "div_rn", "sqrt_rn", "fdiv", "farith")

@@ -106,7 +106,7 @@ def test_xdist_spreads_checks_and_merges_results(project):
 
 
 def test_xdist_workers_are_pinned_to_gpus_round_robin(monkeypatch):
-    from tdiff.gpus import gpu_for_worker as _gpu_for
+    from tdiff.execute.gpus import gpu_for_worker as _gpu_for
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert [_gpu_for(i) for i in range(5)] == [0, 1, 0, 1, 0]
@@ -117,7 +117,7 @@ def test_xdist_workers_are_pinned_to_gpus_round_robin(monkeypatch):
 
 
 def test_worker_lanes_get_their_gpu(monkeypatch):
-    from tdiff.workers import Pool
+    from tdiff.execute.workers import Pool
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     pool = Pool(gpu=1)

@@ -22,13 +22,13 @@ import triton.language as tl
 from triton.language.extra.libdevice import rsqrt
 
 import tdiff
-from tdiff import repro
 from tdiff import strategies as tst
-from tdiff.backends import shims
-from tdiff.case import Case
-from tdiff.runner import Runner
+from tdiff.core.case import Case
+from tdiff.drive.runner import Runner
+from tdiff.execute.interpreter import shims
+from tdiff.judge.targets import view
+from tdiff.record import repro
 from tdiff.strategies import tensor_arg
-from tdiff.targets import view
 
 WRONG = ("tests.faulty:FaultyFirstProgram", "interpreter")
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 import tdiff
-from tdiff.backends.base import BackendSpec
-from tdiff.backends.interpreter import InterpreterBackend, sample_programs
-from tdiff.case import Case
+from tdiff.core.case import Case
+from tdiff.execute.backends.base import BackendSpec
+from tdiff.execute.interpreter.backend import InterpreterBackend, sample_programs
 from tdiff.strategies import tensor_arg
 from tests import kernels as K
 

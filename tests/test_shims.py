@@ -9,9 +9,9 @@ import triton
 import triton.language as tl
 
 import tdiff
-from tdiff.backends import shims
-from tdiff.backends.interpreter import InterpreterBackend
-from tdiff.case import Case
+from tdiff.core.case import Case
+from tdiff.execute.interpreter import shims
+from tdiff.execute.interpreter.backend import InterpreterBackend
 from tdiff.strategies import tensor_arg
 
 
@@ -114,7 +114,7 @@ def test_bf16_arithmetic_on_values_not_bits(without):
 
 
 def test_shims_are_counted_in_the_summary():
-    from tdiff.summary import check_lines, record
+    from tdiff.record.summary import check_lines, record
 
     (r,) = tdiff.verify(eps_to, profile="ci", max_examples=5, corpus_dir=None, repro_dir=None, isolation="none")
     lines = "\n".join(check_lines(record(r)))
@@ -151,16 +151,16 @@ def test_poison_nan_is_told_by_its_payload_through_widening_casts():
     import numpy as np
     import triton.language as tl
 
-    from tdiff.backends import undefined
-    from tdiff.backends.shims import bf16_to_f32
-    from tdiff.strategies.values import NAN_BITS
+    from tdiff.execute.interpreter import undefined
+    from tdiff.execute.interpreter.shims import bf16_to_f32
+    from tdiff.generate.values import NAN_BITS
 
     p16 = undefined.poison(tl.float16, np.dtype(np.float16), (2,))
     pbf = undefined.poison(tl.bfloat16, np.dtype(np.uint16), (2,))
     p32 = undefined.poison(tl.float32, np.dtype(np.float32), (2,))
     assert undefined.is_poison_nan(p16, tl.float16).all() and undefined.is_poison_nan(pbf, tl.bfloat16).all()
     # bf16 arithmetic (on float32 values, rounded back) keeps it
-    from tdiff.backends.shims import f32_to_bf16
+    from tdiff.execute.interpreter.shims import f32_to_bf16
 
     assert undefined.is_poison_nan(f32_to_bf16(bf16_to_f32(pbf) * np.float32(2)), tl.bfloat16).all()
     assert f32_to_bf16(np.array([np.nan, -np.inf, 1.0], np.float32)).tolist() == [0x7FC0, 0xFF80, 0x3F80]

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import tdiff
-from tdiff import corpus
-from tdiff.case import Case, TensorArg, from_json, to_json
-from tdiff.runner import Runner
-from tdiff.shrink import shrink
+from tdiff.core.case import Case, TensorArg, from_json, to_json
+from tdiff.drive.runner import Runner
+from tdiff.record import corpus
+from tdiff.record.shrink import shrink
 from tdiff.strategies import tensor_arg
 from tests import kernels as K
 

@@ -9,8 +9,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from tdiff import gpus, wire
-from tdiff.workers import Pool, spin_seconds
+from tdiff.execute import gpus, wire
+from tdiff.execute.workers import Pool, spin_seconds
 from tests.projects import kernel_project
 
 pytest_plugins = ["pytester"]
@@ -52,7 +52,7 @@ def test_wire_sends_arrays_as_bytes_and_a_dtype_string_not_a_dtype_object():
 
 
 def test_torch_build_is_read_without_importing_torch(tmp_path):
-    code = ("import sys; from tdiff import gpus; gpus.torch_has_cuda(); "
+    code = ("import sys; from tdiff.execute import gpus; gpus.torch_has_cuda(); "
             "n = gpus.device_count(); print('torch' in sys.modules, n)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}).stdout.split()
@@ -109,10 +109,10 @@ def test_spinning_needs_spare_cores_and_can_be_set(monkeypatch):
 def test_spinning_pool_runs_cases_and_closes_without_waiting():
     import torch
 
-    from tdiff.backends.base import BackendSpec
-    from tdiff.case import Case
+    from tdiff.core.case import Case
+    from tdiff.execute.backends.base import BackendSpec
+    from tdiff.execute.workers import Job
     from tdiff.strategies import tensor_arg
-    from tdiff.workers import Job
     from tests import kernels as K
 
     pool = Pool(spin=0.005)

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from tdiff import strategies as tst
-from tdiff.dtypes import as_float64, dtype
-from tdiff.strategies.layouts import LAYOUTS
-from tdiff.strategies.values import FLOAT_SPECIALS, INT_SPECIALS
+from tdiff.core.dtypes import as_float64, dtype
+from tdiff.generate.layouts import LAYOUTS
+from tdiff.generate.values import FLOAT_SPECIALS, INT_SPECIALS
 
 DRAWS = settings(max_examples=300, derandomize=True, database=None, phases=[Phase.generate],
                  suppress_health_check=list(HealthCheck))
@@ -87,7 +87,7 @@ def test_values_can_be_narrowed():
 
 def test_values_are_mostly_dense_with_named_structures_besides():
     # hypothesis's own `arrays` mostly repeats one fill value, which hides indexing bugs; tdiff's values
-    # are dense, and besides come in structures dense values hide bugs behind (tdiff.strategies.values)
+    # are dense, and besides come in structures dense values hide bugs behind (tdiff.generate.values)
     seen = []
 
     @DRAWS

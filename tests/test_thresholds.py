@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 import tdiff
 from tdiff import strategies as tst
-from tdiff.kernels import jit_function
-from tdiff.strategies.hints import kernel_hints
-from tdiff.thresholds import Threshold, thresholds
+from tdiff.core.kernels import jit_function
+from tdiff.generate.hints import kernel_hints
+from tdiff.generate.thresholds import Threshold, thresholds
 
 from . import coverage_kernels as CK
 

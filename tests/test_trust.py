@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import tdiff
-from tdiff import verdict as V
-from tdiff.case import Case
+from tdiff.core.case import Case
+from tdiff.judge import verdict as V
 from tdiff.strategies import tensor_arg
 from tests import hostile as H
 from tests import kernels as K
@@ -111,9 +111,9 @@ def test_a_bug_in_a_padded_view_fails_whatever_else_the_tensor_holds():
 
 def test_element_tolerance_follows_each_elements_inputs():
     # the same one-unit error passes nowhere, whatever other elements hold, for an elementwise kernel
-    from tdiff.backends.interpreter import InterpreterBackend
-    from tdiff.compare import Rules, compare
-    from tdiff.targets import view
+    from tdiff.execute.interpreter.backend import InterpreterBackend
+    from tdiff.judge.compare import Rules, compare
+    from tdiff.judge.targets import view
 
     check = K.double_kernel.__tdiff_checks__[0]
     x = torch.tensor([1.0, 2.0, -3.4e38, 4.0, 1e30, 0.5])
@@ -346,8 +346,8 @@ def test_reading_the_launch_options_is_a_named_interpreter_limitation():
 
 
 def test_a_limited_corpus_entry_is_not_passed(tmp_path):
-    from tdiff import corpus
     from tdiff.cli import main
+    from tdiff.record import corpus
 
     check = H.inline_asm_double.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.ones(4))})
@@ -370,7 +370,7 @@ def test_isolation_none_stops_a_hang_with_its_watchdog():
 def test_a_broken_cuda_install_is_an_error_not_zero_gpus(monkeypatch):
     import ctypes
 
-    from tdiff import gpus
+    from tdiff.execute import gpus
 
     class Driver:
         def cuInit(self, flags):
@@ -414,9 +414,9 @@ def test_a_failing_grid_is_an_error():
 def test_a_sum_that_comes_to_the_limit_of_its_dtype_is_at_the_range_edge():
     # 255 float16 squares summing to 65280: the interpreter's sum stays finite, the GPU's order of
     # float16 additions can pass 65504 (rstd 0, output 0: seen on the H100 in liger's fused_add_rms_norm)
-    from tdiff.backends.interpreter import InterpreterBackend
-    from tdiff.compare import Rules, compare
-    from tdiff.targets import view
+    from tdiff.execute.interpreter.backend import InterpreterBackend
+    from tdiff.judge.compare import Rules, compare
+    from tdiff.judge.targets import view
 
     check = H.fp16_rms.__tdiff_checks__[0]
 
@@ -440,9 +440,9 @@ def test_a_sum_whose_terms_pass_the_limit_in_some_order_is_at_the_range_edge():
     # seen on the H100 in liger's group norm backward: the GPU's order of a float32 sum of huge terms overflowed,
     # the interpreter's did not. Whatever the total, positive terms adding up past the largest float32 make the
     # result depend on the order.
-    from tdiff.backends.interpreter import InterpreterBackend
-    from tdiff.compare import Rules, compare
-    from tdiff.targets import view
+    from tdiff.execute.interpreter.backend import InterpreterBackend
+    from tdiff.judge.compare import Rules, compare
+    from tdiff.judge.targets import view
 
     check = H.atomic_sum.__tdiff_checks__[0]
     top = 3e38
@@ -461,14 +461,14 @@ def test_a_sum_whose_terms_pass_the_limit_in_some_order_is_at_the_range_edge():
 
 
 def test_the_float64_run_decides_nothing_when_the_launch_takes_another_path():
-    from tdiff.compare import Rules
-    from tdiff.evidence import gather, same_path
+    from tdiff.judge.compare import Rules
+    from tdiff.judge.evidence import gather, same_path
 
     def runs(kernel):
         check = kernel.__tdiff_checks__[0]
         runner = tdiff.Runner(OPTS.with_(isolation="none"))
         judge = runner.judge(check, runner.new_result(check))
-        from tdiff.backends.base import BackendSpec
+        from tdiff.execute.backends.base import BackendSpec
 
         return judge.run(case, [judge.spec(BackendSpec("interpreter")), judge.rerun_spec("fp64")])
 
@@ -488,7 +488,7 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
     # an entry watching a known values divergence, replayed where the kernel now crashes, is not "known"
     import json
 
-    from tdiff import corpus
+    from tdiff.record import corpus
 
     opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
                             backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
@@ -511,9 +511,9 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
 
 
 def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
-    from tdiff import dtypes
-    from tdiff.compare import Comparison, Rules, compare_targets
-    from tdiff.targets import Target
+    from tdiff.core import dtypes
+    from tdiff.judge.compare import Comparison, Rules, compare_targets
+    from tdiff.judge.targets import Target
 
     a = np.array([2**60, 5], dtype=np.int64)
     b = np.array([2**60 + 1, 5], dtype=np.int64)

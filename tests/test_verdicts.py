@@ -3,7 +3,7 @@
 import pytest
 
 import tdiff
-from tdiff import verdict as V
+from tdiff.judge import verdict as V
 from tests import kernels as K
 
 

@@ -23,7 +23,7 @@ FINDING = "group norm computes its statistics in the input dtype: NaN or wrong r
 
 def _group_values(X, groups):
     """The values of a drawn X (a tdiff TensorArg), float64, one row per (batch, group)."""
-    from tdiff import dtypes
+    from tdiff.core import dtypes
 
     return dtypes.as_float64(X.values(), X.dt).reshape(X.shape[0] * groups, -1)
 

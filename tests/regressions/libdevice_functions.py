@@ -2,7 +2,7 @@
 `triton.language.extra.cuda.libdevice.*`, which FlagGems uses everywhere through its `tl_extra_shim`:
 erf, tanh, pow, exp, rsqrt, ...) cannot run in Triton 3.6's interpreter, and tdiff reports them as
 an `interpreter error` (a failure) rather than as the known `extern-elementwise` limitation
-(tdiff/limitations.py), whose pattern ("extern_elementwise not supported in interpreter") Triton 3.6
+(tdiff/core/limitations.py), whose pattern ("extern_elementwise not supported in interpreter") Triton 3.6
 never raises here:
 
 - `triton.language.extra.cuda.libdevice.erf(x)` (called directly or through a module-level alias,

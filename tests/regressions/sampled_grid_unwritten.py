@@ -1,4 +1,4 @@
-"""FIXED in the working tree during this session (tdiff/integrity.py changed around 14:28): kept as a regression
+"""FIXED in the working tree during this session (tdiff/judge/integrity.py changed around 14:28): kept as a regression
 script.
 
 tdiff false alarm: on a sampled grid (more than 64 programs), every element written by a program that was not

@@ -1,0 +1,216 @@
+"""What a backend returns: final storages, returned values, the error, and what the interpreter saw.
+
+Plain data only, so outcomes cross process boundaries and can be compared anywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+CANARY = b"\xa5" * 4  # repeated over every guard band; an odd finite value in every float type (read + write shows)
+GUARD_BYTES = 256  # before and after each storage; a multiple of every alignment Triton assumes
+
+
+@dataclass
+class StorageOutcome:
+    """The final bytes of one input's whole allocation: guard band, storage, guard band."""
+
+    name: str
+    dtype: str
+    guard: int
+    data: bytes
+
+    def guards(self) -> tuple[bytes, bytes]:
+        return self.data[: self.guard], self.data[len(self.data) - self.guard :]
+
+
+@dataclass
+class ReturnedTensor:
+    """A tensor the launch returned, as carrier values in its logical shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    values: np.ndarray
+
+
+class Opaque:
+    """A returned object that is not data (e.g. the CompiledKernel handle a launch returns): it
+    counts as returning nothing."""
+
+    def __init__(self, what: str = "") -> None:
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"<{self.what or 'not data'}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque)
+
+    __hash__ = object.__hash__
+
+
+@dataclass
+class ErrorInfo:
+    """Why a backend produced no outcome.
+
+    kind: "exception", "crash" (the worker died), "timeout", "cuda" (the GPU context failed),
+    "limitation" (a known gap of Triton's interpreter, see `tdiff.limitations`) or "setup" (tdiff
+    could not run the case).
+    """
+
+    kind: str
+    message: str
+    where: str = ""
+    details: str = ""
+    limitation: str = ""  # for kind "limitation": the name of the known interpreter gap (tdiff.limitations)
+
+    def summary(self) -> str:
+        loc = f" at {self.where}" if self.where else ""
+        return f"{self.kind}{loc}: {self.message}"
+
+
+@dataclass
+class LaunchRecord:
+    """One kernel launch made by the user's `launch` function."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    args: list[dict]
+    kwargs: dict[str, dict]
+    config: dict | None = None  # launch options (num_warps, ...) passed besides the kernel's arguments
+    module: str = ""
+
+
+@dataclass
+class Violation:
+    """An access the interpreter stopped: outside every allocation, or into a guard band."""
+
+    op: str  # "load", "store" or "atomic"
+    program: tuple[int, int, int]
+    count: int
+    address: int
+    where: str  # human description: "12 bytes after the storage of `y`" or "no allocation"
+    line: str = ""
+
+
+@dataclass
+class UBEvent:
+    """Undefined behaviour the interpreter saw, e.g. a float-to-int cast out of range."""
+
+    what: str
+    program: tuple[int, int, int]
+    count: int
+    example: str
+    line: str = ""
+
+
+@dataclass
+class Race:
+    """Two programs of one launch touched the same element without atomics, one of them writing.
+
+    `first` and `second` are linear program ids; `index` the storage element of `target` (an input
+    name, or a tensor `launch` allocated), `count` the elements with such conflicts."""
+
+    target: str
+    kind: str
+    index: int
+    first: int
+    second: int
+    launch: int
+    count: int
+    line: str = ""
+
+
+@dataclass
+class Trace:
+    """What the instrumented interpreter recorded during a run."""
+
+    ops: set[str] = field(default_factory=set)
+    # per input name: int32 array over storage elements; -1 = not written, else linear program id
+    writers: dict[str, np.ndarray] = field(default_factory=dict)
+    # per input name: elements written by more than one program (non-atomic stores)
+    conflicts: dict[str, int] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+    ub: list[UBEvent] = field(default_factory=list)
+    programs_run: list[tuple[int, int, int]] = field(default_factory=list)
+    sampled: bool = False
+    atomics: bool = False
+    shims: Counter = field(default_factory=Counter)  # shim name -> uses (see tdiff.execute.interpreter.shims)
+    # per input name or returned path, like `writers`: see tdiff.execute.interpreter.dataflow
+    scales: dict[str, np.ndarray] = field(default_factory=dict)  # dataflow magnitude of each element
+    overflow: dict[str, np.ndarray] = field(default_factory=dict)  # an overflow upstream of the element
+    # decided by a comparison of computed values within tolerance (an argmax among near-ties; see dataflow)
+    fragile: dict[str, np.ndarray] = field(default_factory=dict)
+    edges: dict[str, np.ndarray] = field(default_factory=dict)  # inputs near the dtype's limits fed it
+    precision: dict[str, float] = field(default_factory=dict)  # unit roundoff of the arithmetic behind it
+    loaded: dict[str, np.ndarray] = field(default_factory=dict)  # the storing program's largest input
+    races: list[Race] = field(default_factory=list)
+    # per input name: loads of its storage outside its view: (elements, first storage index, program, line)
+    outside_reads: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)
+    sync: list[str] = field(default_factory=list)  # how programs synchronize: "atomic_cas", "atomic_xchg", ...
+    empty_launches: int = 0  # launches whose grid had no program
+    # tensors `launch` allocated that the kernel wrote: (label, elements written, returned or read back)
+    scratch: list[tuple[str, int, bool]] = field(default_factory=list)
+    # kernel coverage (see tdiff.execute.interpreter.coverage): "file:line:function" -> lines run, and the
+    # lines of its statements
+    lines: dict[str, set[int]] = field(default_factory=dict)
+    executable: dict[str, frozenset[int]] = field(default_factory=dict)
+    # "file:line: code" of each masked load without other= -> its masked-out lanes, which Triton leaves
+    # undefined; `poisoned`: the run filled them with a poison value (see tdiff.execute.interpreter.undefined)
+    undefined: dict[str, int] = field(default_factory=dict)
+    poisoned: bool = False
+    # "what at file:line: code" -> lanes whose result Triton leaves unspecified (integer division by zero,
+    # shifts by the width or more, NaN in min/max under propagate_nan=NONE; see tdiff.execute.interpreter.unspecified);
+    # `alternate`: the run gave those lanes another value
+    unspecified: dict[str, int] = field(default_factory=dict)
+    alternate: bool = False
+
+
+@dataclass
+class Outcome:
+    """Everything one backend produced for one case."""
+
+    backend: str
+    storages: dict[str, StorageOutcome] = field(default_factory=dict)
+    returned: Any = None
+    error: ErrorInfo | None = None
+    launches: list[LaunchRecord] = field(default_factory=list)
+    trace: Trace | None = None
+    static_ops: frozenset = frozenset()  # the dots the launched kernels' source has (see tdiff.static_ops)
+    seconds: float = 0.0
+    output: str = ""
+    notes: list[str] = field(default_factory=list)
+    compiles: int = 0  # specializations compiled by this run
+    compile_seconds: float = 0.0
+    cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
+    launch_keys: tuple | None = None  # each launch's specialization (see tdiff.specialization), where known
+    device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
+    environment: str = ""  # another environment's versions (a `backend@python` lane), else ""
+    # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
+    returned_args: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def grid(self) -> tuple[int, int, int] | None:
+        return self.launches[-1].grid if self.launches else None
+
+
+def returned_at(returned: Any, path: str) -> Any:
+    """The part of a launch's returned value a path names: "returned", "returned[0]", "returned['y']"."""
+    if not path.startswith("returned"):
+        return None
+    node = returned
+    rest = path[len("returned"):]
+    for part in filter(None, rest.strip("[]").split("][")) if rest else []:
+        try:
+            node = node[ast.literal_eval(part)]
+        except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
+            return None
+    return node

@@ -1,0 +1,233 @@
+"""Judging one case: run every opinion, gather the evidence, decide, and run whatever reruns the
+verdict asks for. Also the per-check timeout policy: after a hang, later runs wait less.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.case import Case
+from ..core.outcome import Outcome
+from ..core.settings import RunOptions
+from ..execute.backends.base import BackendSpec
+from ..execute.workers import InProcess, Job
+from ..judge.compare import Rules
+from ..judge.evidence import Evidence, gather
+from ..judge.opinions import Opinions
+from ..judge.verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
+from ..record.results import CheckResult
+
+#: after a hang, runs of the check wait this many times its slowest good run (at least HANG_FLOOR s)
+HANG_FACTOR = 10.0
+HANG_FLOOR = 2.0
+
+
+class HangBudgetSpent(BaseException):
+    """A check's runs have waited on hangs for as long as its per-case timeout: stop searching."""
+
+
+@dataclass
+class Timeouts:
+    """Per-check timeouts. Until a run hangs, every run may take `base` seconds. After the first
+    hang, runs wait `HANG_FACTOR` times the slowest good run (at least `HANG_FLOOR`, at most `base`),
+    and a run that hangs once `base / 2` seconds have passed since the first hang stops the check's
+    search, shrinking and reruns: with worker restarts and the reproducer, a hanging kernel costs a
+    check about twice its per-case timeout."""
+
+    base: float
+    slowest: float = 0.0
+    hung_at: float | None = None  # when the first hang was seen (monotonic seconds)
+    spent: bool = False  # hangs have cost their budget: run nothing more for this check
+
+    @property
+    def hung(self) -> bool:
+        return self.hung_at is not None
+
+    def current(self) -> float:
+        if self.hung_at is None:
+            return self.base
+        return min(self.base, max(HANG_FLOOR, HANG_FACTOR * self.slowest))
+
+    def observe(self, outcomes: Iterable[Outcome], waited: float) -> None:
+        timed_out = False
+        for o in outcomes:
+            if o.error is not None and o.error.kind == "timeout":
+                timed_out = True
+            elif o.error is None:
+                self.slowest = max(self.slowest, o.seconds)
+        if not timed_out:
+            return
+        now = time.monotonic()
+        if self.hung_at is None:
+            self.hung_at = now
+        elif now - self.hung_at >= self.base / 2:
+            self.spent = True
+            raise HangBudgetSpent()
+
+
+@dataclass
+class CaseJudge:
+    """Runs a check's opinions on cases and decides each case."""
+
+    executor: Any
+    check: Any
+    opinions: Opinions
+    options: RunOptions
+    result: CheckResult
+    timeouts: Timeouts = field(init=False)
+    roles: dict[str, BackendSpec] = field(default_factory=dict)  # outcome label -> the spec that made it
+
+    def __post_init__(self) -> None:
+        self.timeouts = Timeouts(self.check.timeout or self.options.timeout)
+
+    # -- running -----------------------------------------------------------------
+    def spec(self, text: str | BackendSpec) -> BackendSpec:
+        spec = BackendSpec.parse(text)
+        if spec.kind == "interpreter":
+            spec = spec.with_(check_pointers=self.check.check_pointers, masked=self.check.masked_loads)
+            size = self.check.sample_programs if self.check.sample_programs is not None else self.options.sample_size
+            if spec.programs is None and not spec.upcast and spec.sample is None and size > 0:
+                spec = spec.with_(sample=(self.options.sample_threshold, size, 0))
+        return spec
+
+    def target(self) -> Any:
+        return self.check if isinstance(self.executor, InProcess) else self.check.ref()
+
+    def run(self, case: Case, specs: list[BackendSpec]) -> list[Outcome]:
+        timeout = self.timeouts.current()
+        jobs = [Job(self.target(), s, case) for s in specs]
+        outcomes = self.executor.run_many(jobs, timeout)
+        self.timeouts.observe(outcomes, timeout)
+        if self.timeouts.hung:
+            self.result.hang_timeout = self.timeouts.current()
+        for o in outcomes:
+            self.result.seconds[o.backend] = self.result.seconds.get(o.backend, 0.0) + o.seconds
+            self.result.compiles += o.compiles
+            self.result.compile_seconds += o.compile_seconds
+            self.result.cache_loads += o.cache_loads
+        return outcomes
+
+    def _outcomes(self, case: Case, opinions: Opinions) -> dict[str, Outcome]:
+        specs = [self.spec(s) for s in opinions.specs]
+        outs = self.run(case, specs)
+        redo = [i for i, o in enumerate(outs) if o.trace is not None and o.trace.sampled and o.trace.atomics]
+        if redo:  # atomics accumulate over every program: a sample cannot be compared, interpret them all
+            for i, o in zip(redo, self.run(case, [specs[i].with_(sample=None) for i in redo])):
+                outs[i], specs[i] = o, specs[i].with_(sample=None)
+        setup = [o for o in outs if o.error is not None and o.error.kind == "setup"]
+        if setup:
+            raise SetupError(f"{setup[0].backend} could not run the case: {setup[0].error.message}")
+        labelled: dict[str, Outcome] = {}
+        for spec, o in zip(specs, outs):
+            label = o.backend
+            while label in labelled:
+                label += "'"
+            o.backend = label
+            labelled[label] = o
+            self.roles[label] = spec
+        return labelled
+
+    def evidence(self, case: Case, opinions: Opinions | None = None) -> Evidence:
+        opinions = opinions or self.opinions
+        outcomes = self._outcomes(case, opinions)
+        labels = list(outcomes)
+        pairs = [(labels[a], labels[b]) for a, b in opinions.pairs]
+        ev = gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
+        ev.on_divergence = opinions.on_divergence
+        return ev
+
+    def rules(self) -> Rules:
+        return Rules(self.check.tolerance, self.check.tolerances)
+
+    def rerun_spec(self, need: str) -> BackendSpec:
+        if need == "fp64":
+            return self.spec(BackendSpec("interpreter", upcast=True))
+        if need == "reference":
+            return self.spec(BackendSpec("reference"))
+        what, _, role = need.partition(":")
+        spec = self.roles[role]
+        if what == "again":
+            return spec
+        if what == "zero-fill":
+            return spec.with_(masked="zero")
+        if what == "alt-unspecified":
+            return spec.with_(unspecified="alternate")
+        return spec.with_(order=what)
+
+    def verdict(self, case: Case, final: bool = False, opinions: Opinions | None = None) -> tuple[Verdict, Evidence]:
+        """Judge a case; with `final`, gather every rerun a verdict can use (for the report).
+
+        A check declared `unspecified="note"` does not fail a case whose divergence depends on results
+        Triton leaves unspecified (the verdict reruns show it): the case is not judged, with the reason."""
+        ev = self.evidence(case, opinions)
+        v, ev = self._settle(case, ev, final)
+        if v.failed and self.check.unspecified == "note" and _computes_unspecified(ev):
+            if not final:
+                v, ev = self._settle(case, ev, True)
+            if v.label in (UNSPECIFIED, UNDEFINED):
+                return Verdict(NOT_JUDGED, [f"{v.label} (unspecified='note'): {_unspecified_ops(ev)}"]), ev
+        return v, ev
+
+    def _settle(self, case: Case, ev: Evidence, final: bool) -> tuple[Verdict, Evidence]:
+        v = decide(ev, final)
+        while v.needs:
+            needs = [n for n in v.needs if n not in ev.extra]
+            if not needs:
+                break
+            for n, o in zip(needs, self.run(case, [self.rerun_spec(n) for n in needs])):
+                ev.add(n, o)
+            if "fp64" in needs:  # the float64 run decides differences at the range edge: compare again
+                pairs = [(p.a, p.b) for p in ev.pairs]
+                extra = ev.extra
+                third = ev.on_divergence
+                ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra["fp64"])
+                ev.extra.update(extra)
+                ev.on_divergence = third
+            v = decide(ev, final)
+        return v, ev
+
+    def account(self, v: Verdict, ev: Evidence) -> None:
+        """Count a searched or replayed case: judged or not, its caveats, the shims it needed."""
+        r = self.result
+        if v.label != NOT_JUDGED:
+            r.judged += 1
+        used = {name for o in ev.outcomes.values() if o.trace is not None for name in o.trace.shims}
+        for o in (*ev.outcomes.values(), *ev.extra.values()):
+            t = o.trace
+            if t is None:
+                continue
+            for key, lines in t.lines.items():
+                r.lines_run.setdefault(key, set()).update(lines)
+                r.lines_executable.setdefault(key, t.executable.get(key, frozenset()))
+        for name in used:
+            r.shims[name] += 1
+        unpoisoned = [line for o in ev.outcomes.values() if o.trace is not None and not o.trace.poisoned
+                      for line in o.trace.undefined]
+        if unpoisoned and v.label != NOT_JUDGED:
+            r.caveat("masked-loads", f"masked-out lanes of `tl.load` without other= were zero-filled "
+                                     f"(masked_loads='zero'), not checked for undefined reads: {unpoisoned[0]}")
+        if not v.failed and v.label != NOT_JUDGED:
+            for kind, text in dict(v.notes).items():
+                r.caveat(kind, text)
+            computed = [k for o in ev.outcomes.values() if o.trace is not None for k in o.trace.unspecified]
+            if computed:
+                r.caveat("unspecified", f"results Triton leaves unspecified were computed and compared as the "
+                                        f"backends gave them: {computed[0]}")
+
+
+def _computes_unspecified(ev: Evidence) -> bool:
+    return any(o.trace is not None and (o.trace.unspecified or o.trace.ub) for o in ev.outcomes.values())
+
+
+def _unspecified_ops(ev: Evidence) -> str:
+    """The unspecified operations the interpreter ran, without lane counts (a stable reason)."""
+    found = sorted({k for o in ev.outcomes.values() if o.trace is not None
+                    for k in (*o.trace.unspecified, *(f"{u.what} at {u.line}" for u in o.trace.ub))})
+    return "; ".join(found[:2]) + ("; ..." if len(found) > 2 else "")
+
+
+class SetupError(Exception):
+    """tdiff could not run a case at all (not a divergence)."""

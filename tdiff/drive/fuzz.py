@@ -1,0 +1,94 @@
+"""tdiff checks as plain hypothesis tests, the form HypoFuzz (`hypothesis fuzz`) and other runners of
+`@given` tests collect.
+
+`hypothesis_test(check, get_runner)` returns a `@given(case_strategy(check))` function whose body is
+tdiff's whole case pipeline (isolation, timeouts, comparison, verdict): a divergence raises
+`FuzzDivergence` with tdiff's report, after writing the case to the corpus (what CI replays). The
+engine shrinks: each smaller failing case of the same divergence replaces the corpus entry the
+previous one wrote, so the smallest remains; the reproducer is written for the final example
+hypothesis reports (HypoFuzz reports none: `tdiff replay --repro-dir` writes them from the corpus).
+Each case reports its closeness and kernel lines to `hypothesis.target`, which HypoFuzz reads; with a
+campaign recorder, each case's counts, time and what it reached are recorded (`tdiff.campaign`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import hypothesis
+from hypothesis.control import current_build_context
+
+from ..core.case import Case
+from ..core.kernels import jit_function
+from ..generate import case_strategy
+from ..generate.thresholds import thresholds
+from ..judge.verdict import NOT_JUDGED
+from .search import Found, guide
+
+
+class FuzzDivergence(AssertionError):
+    """A case diverged; the message is tdiff's report."""
+
+
+def hypothesis_test(check: Any, get_runner: Callable[[], Any],
+                    get_recorder: Callable[[], Any] | None = None) -> Callable[[], None]:
+    """A hypothesis test running `check`'s cases through the runner `get_runner()` returns (asked
+    once, when the first case runs, so that collecting the test starts nothing). `get_recorder()`, if
+    given, returns the campaign recorder (`tdiff.campaign.Recorder`) each case is recorded to, or None."""
+    state: dict[str, Any] = {}
+
+    def judge() -> tuple[Any, Any]:
+        if "judge" not in state:
+            runner = get_runner()
+            state["runner"], state["judge"] = runner, runner.judge(check, runner.new_result(check))
+        return state["runner"], state["judge"]
+
+    found_thresholds = thresholds(jit_function(check.kernel), check.launch)
+
+    def test(case: Case) -> None:
+        runner, j = judge()
+        t = time.perf_counter()
+        verdict, ev = j.verdict(case)
+        j.account(verdict, ev)
+        guide(ev)
+        recorder = get_recorder() if get_recorder is not None else None
+        if recorder is not None:
+            keys = [k for o in ev.outcomes.values() if o.launch_keys for k in o.launch_keys]
+            recorder.case(check.id, case, time.perf_counter() - t, verdict.label != NOT_JUDGED, verdict.failed,
+                          keys, lambda c: runner.predict_keys(check, c))
+        if verdict.label == NOT_JUDGED:
+            hypothesis.reject()
+        if verdict.failed:
+            final = _is_final()
+            div = runner.finish(check, j, Found(case, verdict, ev), source="fuzz", write_repro=final)
+            raise FuzzDivergence(div.report)
+
+    test.__name__ = test.__qualname__ = f"fuzz_{check.kernel_name}_{check.name}"
+    given = hypothesis.given(case_strategy(check, None, found_thresholds))(test)
+    given.hypothesis.inner_test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
+    return given
+
+
+def hypofuzz_compat() -> list[str]:
+    """HypoFuzz 25.11 reads and sets `slice_comments` on hypothesis's ConjectureData and ConjectureResult,
+    which hypothesis 6.158 renamed `span_comments`: without the old name, a fuzz process dies
+    (AttributeError) right after shrinking its first failure. Where only the new name exists, the old
+    one is added as an alias of it. Returns what was added (the run's header names it)."""
+    from hypothesis.internal.conjecture import data as conjecture
+
+    probe = conjecture.ConjectureData.for_choices([])
+    if hasattr(probe, "slice_comments") or not hasattr(probe, "span_comments"):
+        return []  # an older hypothesis (the old name), or one this alias does not fit
+    alias = property(lambda self: self.span_comments, lambda self, value: setattr(self, "span_comments", value))
+    for cls in (conjecture.ConjectureData, conjecture.ConjectureResult):
+        cls.slice_comments = alias  # type: ignore[attr-defined]
+    return ["ConjectureData.slice_comments", "ConjectureResult.slice_comments"]
+
+
+def _is_final() -> bool:
+    try:
+        return bool(current_build_context().is_final)
+    except Exception:  # outside a build context (a direct call): treat it as the one to report
+        return True

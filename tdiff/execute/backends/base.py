@@ -1,0 +1,282 @@
+"""The backend protocol, backend specs ("interpreter:reversed", "compiled", "pkg.mod:Factory"), errors."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ...core.outcome import ErrorInfo, Outcome
+
+if TYPE_CHECKING:
+    from ...core.case import Case
+
+
+class Target(Protocol):
+    """What a backend needs from a check."""
+
+    name: str
+    kernel: Any
+    launch: Callable[..., Any]
+    reference: Callable[..., Any] | None
+
+
+class Backend(Protocol):
+    name: str
+
+    def run(self, target: Target, case: Case) -> Outcome: ...
+
+
+ORDERS = ("forward", "reversed", "shuffled")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which backend, with which options. Written `kind[:option[:option]]`, e.g. `interpreter:reversed`.
+
+    kind is `compiled`, `interpreter`, `reference`, or `module:attr` naming a factory
+    `(spec) -> Backend` importable in worker processes.
+    """
+
+    kind: str
+    order: str = "forward"
+    upcast: bool = False
+    device: str | None = None
+    programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
+    check_pointers: bool = True
+    sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
+    masked: str = "undefined"  # masked-out lanes of a load without other=: "undefined" (poisoned) or "zero"
+    # results Triton leaves unspecified (integer division by zero, ...): as the interpreter computes them
+    # ("default") or another value ("alternate", for a verdict rerun; see backends.unspecified)
+    unspecified: str = "default"
+    slot: int = 0  # precompile: which of the compile workers runs it
+    # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
+    # (as Triton spells them), and an autotune config index that replaces the case's
+    launch: tuple[tuple[str, Any], ...] = ()
+    config: int | None = None
+    # another Python environment (`interpreter@/venv/bin/python`): its worker runs this backend there
+    python: str | None = None
+
+    @classmethod
+    def parse(cls, text: str | BackendSpec) -> BackendSpec:
+        if isinstance(text, BackendSpec):
+            return text
+        text = text.strip()
+        if "." in text.split(":")[0].split("@")[0]:  # module path: "pkg.mod:Factory[:opt]"
+            mod, _, rest = text.partition(":")
+            attr, _, opts = rest.partition(":")
+            return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, text))
+        kind, _, opts = text.partition(":")
+        variant: dict[str, Any] = {}
+        if "@" in kind:
+            kind, _, python = kind.partition("@")
+            if kind not in ("compiled", "interpreter") and not kind.startswith("compiled["):
+                raise ValueError(f"backend {text!r}: only compiled and interpreter run in another environment, "
+                                 "written interpreter@/path/to/venv/bin/python")
+            from ..environments import check_exists
+
+            check_exists(python, text)
+            variant["python"] = python
+        if "[" in kind:
+            kind, _, inner = kind.partition("[")
+            if kind != "compiled" or not inner.endswith("]"):
+                raise ValueError(f"backend {text!r}: only compiled takes [options], written "
+                                 "compiled[num_warps=2,num_stages=1]")
+            variant.update(_parse_variant(inner[:-1], text))
+        if kind not in ("compiled", "interpreter", "reference"):
+            raise ValueError(f"unknown backend {text!r}: use compiled, interpreter, reference or module:Factory")
+        return cls(kind=kind, **variant, **_parse_opts(opts, text))
+
+    def with_(self, **changes: Any) -> BackendSpec:
+        return replace(self, **changes)
+
+    @property
+    def label(self) -> str:
+        parts = [self.kind + self.variant + (f"@{self.python}" if self.python else "")]
+        if self.order != "forward":
+            parts.append(self.order)
+        if self.upcast:
+            parts.append("fp64")
+        if self.masked != "undefined" and self.kind == "interpreter":
+            parts.append("zero-fill")
+        if self.unspecified != "default" and self.kind == "interpreter":
+            parts.append("alt-unspecified")
+        if self.device:
+            parts.append(self.device)
+        return ":".join(parts)
+
+    @property
+    def variant(self) -> str:
+        """`[num_warps=2,config=1]` for a compiled variant, else ''."""
+        items = [f"{VARIANT_NAMES.get(k, k)}={_show(k, v)}" for k, v in self.launch]
+        items += [f"config={self.config}"] if self.config is not None else []
+        return f"[{','.join(items)}]" if items else ""
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.kind == "compiled" or (self.device or "").startswith("cuda")
+
+    @property
+    def lane(self) -> str:
+        """Which worker process runs this spec: GPU work and CPU work run side by side."""
+        # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
+        if self.kind == "precompile":  # compiles need the GPU's driver (its target), not the GPU worker
+            return f"compile{self.slot}"
+        lane = "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
+        return f"{lane}@{self.python}" if self.python else lane
+
+
+#: launch options a compiled variant may set: as written in a spec -> as Triton's launch takes them
+VARIANT_OPTIONS = {"num_warps": "num_warps", "num_stages": "num_stages", "num_ctas": "num_ctas",
+                   "maxnreg": "maxnreg", "fp_fusion": "enable_fp_fusion"}
+VARIANT_NAMES = {v: k for k, v in VARIANT_OPTIONS.items()}
+
+
+def _show(key: str, value: Any) -> str:
+    if key == "enable_fp_fusion":
+        return "on" if value else "off"
+    return str(value)
+
+
+def _parse_variant(inner: str, text: str) -> dict:
+    launch: list[tuple[str, Any]] = []
+    config = None
+    for item in filter(None, (p.strip() for p in inner.split(","))):
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not value:
+            raise ValueError(f"backend {text!r}: write each option as name=value, got {item!r}")
+        if name == "config":
+            if not value.isdigit():
+                raise ValueError(f"backend {text!r}: config is an autotune config index, got {value!r}")
+            config = int(value)
+        elif name == "fp_fusion":
+            if value not in ("on", "off"):
+                raise ValueError(f"backend {text!r}: fp_fusion is on or off, got {value!r}")
+            launch.append(("enable_fp_fusion", value == "on"))
+        elif name in VARIANT_OPTIONS:
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"backend {text!r}: {name} must be a positive integer, got {value!r}")
+            launch.append((VARIANT_OPTIONS[name], int(value)))
+        else:
+            raise ValueError(f"backend {text!r}: unknown option {name!r}; a compiled variant takes "
+                             f"{', '.join(sorted(VARIANT_OPTIONS))} or config")
+    return {"launch": tuple(launch), "config": config}
+
+
+def _parse_opts(opts: str, text: str) -> dict:
+    out: dict[str, Any] = {}
+    for opt in filter(None, opts.split(":")):
+        if opt in ORDERS:
+            out["order"] = opt
+        elif opt == "fp64":
+            out["upcast"] = True
+        elif opt == "zero-fill":
+            out["masked"] = "zero"
+        elif opt == "alt-unspecified":
+            out["unspecified"] = "alternate"
+        elif opt == "cpu" or opt.startswith("cuda"):
+            out["device"] = opt
+        else:
+            raise ValueError(f"backend {text!r}: unknown option {opt!r}")
+    return out
+
+
+def make_backend(spec: BackendSpec | str) -> Backend:
+    spec = BackendSpec.parse(spec)
+    if spec.kind == "compiled":
+        from .compiled import CompiledBackend
+
+        return CompiledBackend(spec)
+    if spec.kind == "interpreter":
+        from ..interpreter.backend import InterpreterBackend
+
+        return InterpreterBackend(spec)
+    if spec.kind == "reference":
+        from .reference import ReferenceBackend
+
+        return ReferenceBackend(spec)
+    if spec.kind == "specialize":  # dry launches for the compile budget, never compared
+        from .dry_launch import SpecializeBackend
+
+        return SpecializeBackend(spec)
+    if spec.kind == "precompile":  # compiles ahead of use, never compared
+        from .compile_ahead import PrecompileBackend
+
+        return PrecompileBackend(spec)
+    mod, _, attr = spec.kind.partition(":")
+    factory = getattr(importlib.import_module(mod), attr)
+    return factory(spec)
+
+
+def gpu_available() -> bool:
+    """Whether a CUDA GPU can run the compiled backend here."""
+    from ..gpus import device_count
+
+    return device_count() > 0
+
+
+# ------------------------------------------------------------------ errors
+
+_LIB_DIRS = tuple(
+    os.path.dirname(importlib.util.find_spec(m).origin)  # type: ignore[union-attr]
+    for m in ("triton", "torch", "numpy")
+) + (str(Path(os.path.abspath(__file__)).parents[2]),)  # tdiff itself
+
+
+def _is_library(filename: str) -> bool:
+    return filename.startswith(_LIB_DIRS) or filename.startswith("<")
+
+
+def user_frame(tb: Any) -> traceback.FrameSummary | None:
+    """The innermost frame of a traceback that is user code (not triton, torch, numpy or tdiff)."""
+    frames = traceback.extract_tb(tb)
+    for fr in reversed(frames):
+        if not _is_library(os.path.abspath(fr.filename)):
+            return fr
+    return None
+
+
+def user_line_now() -> str:
+    """`file:line: code` of the innermost user frame on the current stack."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not _is_library(fn):
+            import linecache
+
+            code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+            return f"{_short(f.f_code.co_filename)}:{f.f_lineno}: {code}"
+        f = f.f_back
+    return ""
+
+
+def _short(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("..") else path
+    except ValueError:  # pragma: no cover
+        return path
+
+
+def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
+    """An `ErrorInfo` that says what failed and where in the user's code (never a limitation: only
+    the interpreter backend decides that, from `tdiff.limitations`)."""
+    root = exc
+    while root.__cause__ is not None and type(root).__name__ in ("InterpreterError", "KernelRunError"):
+        root = root.__cause__
+    fr = user_frame(root.__traceback__) or user_frame(exc.__traceback__)
+    where = f"{_short(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}" if fr else ""
+    message = f"{type(root).__name__}: {root}".strip()
+    program = getattr(exc, "program", None)
+    if program is not None:
+        message = f"{message} (program {program})"
+    if kind is None:
+        kind = "exception"
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]
+    return ErrorInfo(kind=kind, message=message[:2000], where=where, details=details)

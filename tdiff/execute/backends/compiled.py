@@ -1,0 +1,144 @@
+"""The compiled backend: Triton's normal GPU path, with launches recorded and compiles counted."""
+
+from __future__ import annotations
+
+import os
+import time
+from functools import lru_cache
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+
+from ...core import kernels
+from ...core.case import Case
+from ...core.outcome import ErrorInfo, Outcome
+from ...core.static_ops import dot_kinds
+from ..launch_keys import key_of
+from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty, grid3, launch_record, route_launches
+from .base import BackendSpec, Target, error_info
+
+
+def _cache_size(jit: JITFunction) -> int:
+    caches = getattr(jit, "device_caches", None) or {}
+    return sum(len(entry[0]) for entry in caches.values())
+
+
+def _disk_entries() -> int:
+    """Entries in Triton's on-disk cache (TRITON_CACHE_DIR, default ~/.triton/cache): a real compile
+    adds one; loading a specialization compiled by an earlier run does not."""
+    try:
+        from triton import knobs
+
+        return len(os.listdir(knobs.cache.dir))
+    except (ImportError, AttributeError, OSError):
+        return -1
+
+
+def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JITFunction, original: Any,
+                    args: tuple, grid: Any, warmup: bool, kwargs: dict) -> Any:
+    """Record one launch, then launch it compiled; count compiles and their time."""
+    names = kernels.arg_names(jit)
+    call_kwargs = {k: v for k, v in kwargs.items() if k in names}
+    bound = kernels.signature(jit.fn).bind(*args, **call_kwargs)  # a bad call or grid fails the launch
+    bound.apply_defaults()
+    g = grid3(grid(dict(bound.arguments)) if callable(grid) else grid)
+    if not warmup:
+        outcome.static_ops = outcome.static_ops | dot_kinds(jit)
+        live.add(len(outcome.launches), args, call_kwargs)
+        options = {k: v for k, v in kwargs.items() if k not in names}
+        outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
+        outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
+    before, on_disk = _cache_size(jit), _disk_entries()
+    t0 = time.perf_counter()
+    out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
+    new = _cache_size(jit) - before
+    if new > 0:
+        seconds = time.perf_counter() - t0
+        if on_disk >= 0 and _disk_entries() == on_disk:  # loaded from Triton's cache: an earlier run compiled it
+            outcome.cache_loads += new
+        else:
+            outcome.compiles += new
+            outcome.compile_seconds += seconds
+    return out
+
+
+@lru_cache(maxsize=16)
+def _device_name(index: int) -> str:
+    return torch.cuda.get_device_name(index)
+
+
+CUDA_FATAL = ("illegal memory access", "misaligned address", "unspecified launch failure",
+              "illegal instruction", "device-side assert", "CUDA error")
+
+
+class CompiledBackend:
+    """Runs a case compiled on the GPU."""
+
+    def __init__(self, spec: BackendSpec | None = None) -> None:
+        self.spec = spec or BackendSpec("compiled")
+        self.name = self.spec.label
+        self.device = self.spec.device or "cuda"
+        self.poisoned = False  # set after a CUDA error: the context is unusable, the worker must restart
+
+    def run(self, target: Target, case: Case) -> Outcome:
+        t0 = time.perf_counter()
+        outcome = Outcome(self.name)
+        if not torch.cuda.is_available():
+            outcome.error = ErrorInfo("setup", "no CUDA GPU is available for the compiled backend")
+            return outcome
+        try:
+            plan = LaunchPlan(case, self.device, upcast=self.spec.upcast)
+        except Exception as exc:
+            outcome.error = self._error(exc, "setup")
+            return outcome
+        config = case.config if self.spec.config is None else self.spec.config
+        kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), config)
+        live = LiveArgs()
+        overrides = dict(self.spec.launch)  # a variant's launch options replace the launch's own
+
+        def handler(jit, original, args, grid, warmup, kwargs):
+            return recorded_launch(plan, outcome, live, jit, original, args, grid, warmup, {**kwargs, **overrides})
+
+        returned = None
+        try:
+            with deterministic_empty(), route_launches(handler):
+                returned = target.launch(kernel, **plan.inputs)
+            torch.cuda.synchronize()
+        except Exception as exc:
+            outcome.error = self._error(exc)
+        outcome.returned_args = live.locate(returned, plan)
+        if not self.poisoned:
+            try:
+                outcome.storages = plan.snapshot()
+                outcome.returned = capture_returned(returned)
+            except Exception as exc:  # the context died while copying back
+                if outcome.error is None:
+                    outcome.error = self._error(exc)
+        outcome.seconds = time.perf_counter() - t0
+        if not self.poisoned:
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            pinned = f" (CUDA_VISIBLE_DEVICES={visible})" if visible else ""
+            outcome.device = f"{_device_name(torch.cuda.current_device())}{pinned}"
+        return outcome
+
+    def _error(self, exc: BaseException, kind: str | None = None) -> ErrorInfo:
+        info = error_info(exc, kind)
+        if any(s in info.message for s in CUDA_FATAL):
+            self.poisoned = True
+            info.kind = "cuda"
+        return info
+
+
+@triton.jit
+def _warm_kernel(x_ptr):
+    tl.store(x_ptr, tl.load(x_ptr) + 1)
+
+
+def warm_up() -> None:
+    """Pay a process's first-compile costs (CUDA driver helpers, compiler libraries, ptxas) early."""
+    x = torch.zeros(1, device="cuda")
+    _warm_kernel[(1,)](x)
+    torch.cuda.synchronize()

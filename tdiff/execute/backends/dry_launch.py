@@ -1,0 +1,26 @@
+"""Dry launches in a worker: which specializations a case's launches would compile, found without
+compiling (see `tdiff.specialization`). The launch function is user code, so it runs isolated
+like every backend, in a CPU worker."""
+
+from __future__ import annotations
+
+from ...core.case import Case
+from ...core.outcome import Outcome
+from ..launch_keys import dry_launches
+from .base import BackendSpec, Target
+
+SPEC = BackendSpec("specialize")
+
+
+class SpecializeBackend:
+    """Reports the launches `launch` makes and their keys (None when they cannot be told); runs no
+    kernel."""
+
+    def __init__(self, spec: BackendSpec | None = None) -> None:
+        self.spec = spec or SPEC
+        self.name = "specialize"
+
+    def run(self, target: Target, case: Case) -> Outcome:
+        outcome = Outcome(self.name)
+        outcome.launch_keys, outcome.launches = dry_launches(target, case)
+        return outcome

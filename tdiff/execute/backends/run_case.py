@@ -1,0 +1,44 @@
+"""Run one case on one backend in this process, reusing backends (and their compile caches)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...core.outcome import Outcome
+from .base import Backend, BackendSpec, error_info, make_backend
+
+if TYPE_CHECKING:
+    from ...core.case import Case
+
+_backends: dict[BackendSpec, Backend] = {}
+_targets: dict[Any, Any] = {}  # resolved check references (workers see the same few over and over)
+
+
+def backend_for(spec: BackendSpec) -> Backend:
+    b = _backends.get(spec)
+    if b is None:
+        b = _backends[spec] = make_backend(spec)
+    return b
+
+
+def run_case(target: Any, spec: BackendSpec, case: Case) -> tuple[Outcome, bool]:
+    """Run `case` on `spec`; returns the outcome and whether this process is still healthy.
+
+    `target` is a check, or a reference with `.resolve()` that finds the check (in workers).
+    """
+    try:
+        if hasattr(target, "resolve"):
+            ref = target
+            target = _targets.get(ref)
+            if target is None:
+                target = _targets[ref] = ref.resolve()
+        backend = backend_for(spec)
+    except Exception as exc:
+        out = Outcome(spec.label)
+        out.error = error_info(exc, "setup")
+        return out, True
+    outcome = backend.run(target, case)
+    healthy = not getattr(backend, "poisoned", False)
+    if not healthy:
+        _backends.pop(spec, None)
+    return outcome, healthy

@@ -1,0 +1,396 @@
+"""Isolated execution: one long-lived worker process per lane; a crash or hang fails one case only.
+
+Workers are started with `subprocess` (a fresh interpreter, never `fork`, so CUDA is safe) and
+talk over a pipe. A worker that crashes, times out or reports its CUDA context poisoned is
+replaced on the next request; healthy workers are reused for every case.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from ..core.outcome import ErrorInfo, Outcome
+from . import wire
+from .backends.base import BackendSpec
+from .backends.run_case import run_case
+
+if TYPE_CHECKING:
+    from ..core.case import Case
+
+OUTPUT_TAIL = 20_000
+# the worker sees this process's sys.path before importing tdiff (which may not be installed)
+_BOOT = ("import json, os, sys; sys.path[:0] = [p for p in json.loads(os.environ['TDIFF_SYS_PATH']) "
+         "if p not in sys.path]; from tdiff.execute.worker_main import main; main()")
+
+
+def spin_seconds() -> float:
+    """How long a waiting process busy-polls its pipe before it blocks (0: it blocks at once).
+
+    Waking a blocked process took 0.1 to 0.4 ms on our GPU machine (a VM whose idle cores sleep
+    deeply), as much as all the rest of a small case's overhead. Spinning avoids that but holds a
+    core, so it is on only with two cores or more per busy process (a test process and its two
+    lanes, times the xdist workers). TDIFF_SPIN_MS sets it instead.
+    """
+    env = os.environ.get("TDIFF_SPIN_MS")
+    if env:
+        return max(0.0, float(env)) / 1e3
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    busy = 3 * max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1))
+    return 0.02 if cores >= 2 * busy else 0.0
+
+
+def spin_until_readable(fd: int, seconds: float) -> bool:
+    """Busy-poll `fd` for up to `seconds`; True once it is readable."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        if poller.poll(0):
+            return True
+    return False
+
+
+@dataclass
+class Job:
+    target: Any  # a TargetRef (resolved in the worker) or, in-process, a check
+    spec: BackendSpec
+    case: Case
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+class Worker:
+    """One child process serving jobs for one lane."""
+
+    def __init__(self, lane: str, env: dict[str, str], spin: float = 0.0, python: str | None = None) -> None:
+        self.lane = lane
+        self.env = env
+        self.python = python or sys.executable  # another environment's Python for its lanes
+        self.spin = spin
+        self.proc: subprocess.Popen | None = None
+        self.conn_out: Connection | None = None
+        self.conn_in: Connection | None = None
+        self.log = None
+        self.log_pos = 0
+        self.starts = 0
+        self.stopping = False  # asked to exit, not yet reaped
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        self.stop()
+        r1, w1 = os.pipe()
+        r2, w2 = os.pipe()
+        prefix = "tdiff-" + "".join(c if c.isalnum() else "_" for c in self.lane)[:40] + "-"
+        self.log = tempfile.TemporaryFile(prefix=prefix)  # noqa: SIM115 (lives with the worker)
+        self.log_pos = 0
+        self.proc = subprocess.Popen(
+            [self.python, "-c", _BOOT, str(r1), str(w2)],
+            pass_fds=(r1, w2), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=self.env,
+        )
+        os.close(r1)
+        os.close(w2)
+        self.conn_out = Connection(w1, readable=False)
+        self.conn_in = Connection(r2, writable=False)
+        self.starts += 1
+
+    def ask_to_stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None and not self.stopping:
+            try:
+                self.conn_out.send_bytes(wire.dumps(None))  # type: ignore[union-attr]
+                self.stopping = True
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.ask_to_stop()
+                self.proc.wait(timeout=2)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        for c in (self.conn_out, self.conn_in):
+            if c is not None:
+                c.close()
+        self.proc, self.conn_out, self.conn_in = None, None, None
+        self.stopping = False
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def output(self) -> str:
+        if self.log is None:
+            return ""
+        end = os.fstat(self.log.fileno()).st_size
+        start = max(self.log_pos, end - OUTPUT_TAIL)
+        data = os.pread(self.log.fileno(), end - start, start) if end > start else b""
+        self.log_pos = end
+        return data.decode("utf-8", "replace")
+
+    def submit(self, job: Job) -> None:
+        if not self.alive:
+            self.start()
+        data = wire.dumps(job)
+        try:
+            self.conn_out.send_bytes(data)  # type: ignore[union-attr]
+        except (BrokenPipeError, OSError):
+            self.start()
+            self.conn_out.send_bytes(data)  # type: ignore[union-attr]
+
+    def collect(self, job: Job, deadline: float, timeout: float) -> Outcome:
+        """Wait for the reply to `job` until `deadline`; a timeout or crash becomes a failed outcome."""
+        conn = self.conn_in
+        assert conn is not None and self.proc is not None
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            ready = (self.spin > 0 and spin_until_readable(conn.fileno(), min(self.spin, remaining))) \
+                or conn.poll(max(0.0, deadline - time.monotonic()))
+        except (EOFError, OSError):
+            ready = True
+        if not ready:
+            self._terminate()
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("timeout", f"no result within the per-case timeout of {timeout:g} s; "
+                                  "the worker was killed", details=self.output())
+            self.stop()
+            return out
+        try:
+            outcome, healthy = wire.loads(conn.recv_bytes())
+        except (EOFError, OSError, ConnectionResetError):
+            code = self.proc.wait()
+            why = f"the worker died with {_signal_name(code)}" if code < 0 else f"the worker exited with {code}"
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("crash", why, details=self.output())
+            self.stop()
+            return out
+        outcome.output = self.output()
+        if not healthy:
+            self.stop()  # the CUDA context is poisoned: start afresh next time
+        return outcome
+
+    def _terminate(self) -> None:
+        """Kill the process but keep its log, so its last output can still be read."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Pool:
+    """Workers by lane ("gpu", "cpu", "ref"); jobs on different lanes run at the same time."""
+
+    def __init__(self, gpu: int | None = None, threads: int = 1, spin: float | None = None) -> None:
+        self.gpu = gpu
+        self.threads = threads
+        self.spin = spin_seconds() if spin is None else spin
+        self.workers: dict[str, Worker] = {}
+        self.closed = False
+        # background jobs (compiles ahead of use): waiting per lane, the one running per lane, finished
+        self.queued: dict[str, deque[tuple[Job, float]]] = {}  # lane -> (job, timeout)
+        self.running: dict[str, tuple[Job, float, float]] = {}  # lane -> (job, deadline, timeout)
+        self.finished: list[Outcome] = []
+
+    def _env(self, lane: str) -> dict[str, str]:
+        env = dict(os.environ)
+        lane, _, python = lane.partition("@")
+        env["TDIFF_SYS_PATH"] = json.dumps(sys.path)
+        if python:  # another environment: this checkout and the user's code, its own packages
+            from .environments import sys_path_for_other
+
+            env["TDIFF_SYS_PATH"] = json.dumps(sys_path_for_other())
+            env["TDIFF_OTHER_ENV"] = python
+            env.pop("PYTHONHOME", None)
+        env["TDIFF_WORKER"] = lane
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+        env.setdefault("OMP_NUM_THREADS", str(self.threads))
+        env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
+        env.pop("TRITON_INTERPRET", None)
+        if lane != "gpu" and not lane.startswith("compile"):
+            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU (compile lanes ask its driver)
+        elif self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        return env
+
+    def worker(self, lane: str) -> Worker:
+        w = self.workers.get(lane)
+        if w is None:
+            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin, lane.partition("@")[2] or None)
+        return w
+
+    def warm(self, lanes: Sequence[str]) -> None:
+        """Start workers early so their imports overlap with other work."""
+        for lane in lanes:
+            w = self.worker(lane)
+            if not w.alive:
+                w.start()
+
+    def background(self, jobs: Sequence[Job], timeout: float) -> None:
+        """Queue jobs to run beside everything else, one at a time per lane; they advance whenever
+        the pool is used (`reap`) and never delay a `run_many`."""
+        for job in jobs:
+            self.queued.setdefault(job.spec.lane, deque()).append((job, timeout))
+        self.reap()
+
+    def reap(self, wait: bool = False, cancel: bool = False) -> list[Outcome]:
+        """Collect background jobs that finished (with `wait`, wait for the running ones), start the
+        next of each lane (none with `cancel`, which drops the queued ones); the finished outcomes."""
+        if cancel:
+            self.queued.clear()
+        for lane in sorted(set(self.queued) | set(self.running)):
+            w = self.worker(lane)
+            if lane in self.running:
+                job, deadline, timeout = self.running[lane]
+                conn = w.conn_in
+                ready = conn is None or wait or time.monotonic() >= deadline
+                if not ready:
+                    try:
+                        ready = conn.poll(0)
+                    except (EOFError, OSError):
+                        ready = True
+                if not ready:
+                    continue
+                self.finished.append(w.collect(job, deadline, timeout))
+                del self.running[lane]
+            queue = self.queued.get(lane)
+            if queue:
+                job, timeout = queue.popleft()
+                w.submit(job)
+                self.running[lane] = (job, time.monotonic() + timeout, timeout)
+            if not queue:
+                self.queued.pop(lane, None)
+        if wait and self.running:
+            return self.reap(wait=True, cancel=cancel)
+        done, self.finished = self.finished, []
+        return done
+
+    def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
+        """Run jobs, each on its spec's lane; jobs of one lane run one after another."""
+        if self.running or self.queued:
+            done = self.reap()  # (not `self.finished += self.reap()`: reap replaces the list it extends)
+            self.finished += done
+            for lane in {j.spec.lane for j in jobs} & set(self.running):  # a lane answers one job at a time
+                job, deadline, waited = self.running.pop(lane)
+                self.finished.append(self.worker(lane).collect(job, deadline, waited))
+        results: list[Outcome | None] = [None] * len(jobs)
+        queue = list(enumerate(jobs))
+        while queue:
+            batch, rest, used = [], [], set()
+            for i, job in queue:
+                (rest if job.spec.lane in used else batch).append((i, job))
+                used.add(job.spec.lane)
+            for _, job in batch:
+                self.worker(job.spec.lane).submit(job)
+            deadline = time.monotonic() + timeout
+            for i, job in batch:
+                results[i] = self.worker(job.spec.lane).collect(job, deadline, timeout)
+                deadline = max(deadline, time.monotonic())
+            queue = rest
+        return results  # type: ignore[return-value]
+
+    def run(self, job: Job, timeout: float) -> Outcome:
+        return self.run_many([job], timeout)[0]
+
+    def close(self, wait: bool = True) -> None:
+        """Stop every worker; with `wait=False`, do not wait for them to exit (a GPU worker's CUDA
+        teardown takes most of a second), so a finished test process can exit at once."""
+        self.queued.clear()
+        self.running.clear()
+        for w in self.workers.values():  # ask every worker to exit first, so they shut down together
+            w.ask_to_stop()
+        _detached[:] = [p for p in _detached if p.poll() is None]  # reap those that have exited
+        for w in self.workers.values():
+            if not wait and w.proc is not None:
+                _detached.append(w.proc)  # keeps Popen from warning that it is still running
+                w.proc = None
+            w.stop()
+        self.workers.clear()
+        self.closed = True
+
+
+class CaseTimeout(BaseException):
+    """Raised in the main thread by `InProcess`'s watchdog (a BaseException, so no backend catches it)."""
+
+
+class InProcess:
+    """Runs jobs in this process: fastest, but a crash takes the process down. A hang is stopped by a
+    watchdog (SIGALRM) on the main thread; a kernel hanging inside the GPU driver cannot be stopped
+    from Python, so use worker processes for those."""
+
+    def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
+        return [self._run(job, timeout) for job in jobs]
+
+    def _run(self, job: Job, timeout: float) -> Outcome:
+        import threading
+
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("setup", "isolation='none' stops hangs with a SIGALRM watchdog, which needs the "
+                                  "main thread of a POSIX process: use isolation='process' here")
+            return out
+
+        def alarm(signum: int, frame: Any) -> None:
+            raise CaseTimeout()
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return run_case(job.target, job.spec, job.case)[0]
+        except CaseTimeout:
+            out = Outcome(job.spec.label)
+            out.error = ErrorInfo("timeout", f"no result within the per-case timeout of {timeout:g} s; stopped by "
+                                  "the in-process watchdog")
+            return out
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def run(self, job: Job, timeout: float) -> Outcome:
+        return self.run_many([job], timeout)[0]
+
+    def warm(self, lanes: Sequence[str]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+_shared: dict[tuple, Pool] = {}
+_detached: list[subprocess.Popen] = []  # workers asked to exit and not waited for
+
+
+def shared_pool(gpu: int | None = None) -> Pool:
+    """A process-wide pool, closed at exit."""
+    key = (gpu,)
+    pool = _shared.get(key)
+    if pool is None or pool.closed:
+        pool = _shared[key] = Pool(gpu=gpu)
+    return pool
+
+
+def close_shared(wait: bool = True) -> None:
+    """Close every process-wide pool."""
+    for pool in _shared.values():
+        pool.close(wait=wait)
+
+
+atexit.register(close_shared)

@@ -1,0 +1,111 @@
+"""Layouts: where a view of a given shape sits in its storage (strides, offset, storage size)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import strategies as st
+
+from ..core.case import contiguous_strides
+from .cached import choice, integers
+
+#: every layout class, in shrink order (contiguous first)
+LAYOUTS = ("contiguous", "offset", "transposed", "sliced", "split", "padded", "expanded")
+#: drawn unless the tensor is declared read-only (writes through stride 0 are races)
+WRITABLE = tuple(x for x in LAYOUTS if x != "expanded")
+
+
+@dataclass(frozen=True)
+class Layout:
+    kind: str
+    strides: tuple[int, ...]
+    offset: int
+    storage_size: int
+
+
+def _extent(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def _contiguous(shape: tuple[int, ...]) -> Layout:
+    return Layout("contiguous", contiguous_strides(shape), 0, max(1, _extent(shape, contiguous_strides(shape))))
+
+
+@st.composite
+def layouts(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
+    """Draw one layout for `shape`; kinds that cannot apply to the shape fall back to contiguous."""
+    return draw_layout(draw, shape, itemsize, allowed)
+
+
+def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
+    """`layouts` as a plain function of `draw` (cheaper inside other composites)."""
+    kinds = tuple(k for k in LAYOUTS if k in allowed)
+    kind = draw(choice(kinds)) if kinds else "contiguous"
+    nd = len(shape)
+    base = _contiguous(shape)
+    if kind == "offset":
+        # one element: the pointer is not 16-byte aligned; 16 bytes: aligned but not at the start
+        offset = draw(choice(tuple(sorted({1, 3, max(1, 16 // itemsize)}))))
+        return Layout("offset", base.strides, offset, base.storage_size + offset)
+    if kind == "transposed" and nd >= 2 and sum(n > 1 for n in shape) >= 2:
+        perm = draw(st.permutations(range(nd)).filter(lambda p: list(p) != list(range(nd))))
+        parent = tuple(shape[p] for p in perm)
+        pstrides = contiguous_strides(parent)
+        strides = [0] * nd
+        for i, p in enumerate(perm):
+            strides[p] = pstrides[i]
+        return Layout("transposed", tuple(strides), 0, max(1, _extent(shape, tuple(strides))))
+    if kind == "transposed" and any(n > 1 for n in shape):
+        # one dimension of more than one element: a column of a row-major matrix (x[:, j]), so its stride is
+        # the matrix's row length, not 1
+        dim = next(i for i, n in enumerate(shape) if n > 1)
+        row = draw(integers(2, 5))
+        col = draw(integers(0, row - 1))
+        strides = tuple(row * base.strides[i] if i == dim or base.strides[i] > base.strides[dim] else base.strides[i]
+                        for i in range(nd))
+        return Layout("transposed", strides, col, max(1, _extent(shape, strides) + col))
+    if kind == "sliced":
+        # a view base[a::step] along some dims: gaps between elements, a start offset
+        steps = [draw(integers(1, 3)) if n > 1 else 1 for n in shape]
+        if all(s == 1 for s in steps) and nd:
+            steps[-1] = 2
+        parent = tuple(n * s for n, s in zip(shape, steps))
+        pstrides = contiguous_strides(parent)
+        strides = tuple(ps * s for ps, s in zip(pstrides, steps))
+        start = draw(integers(0, 1))
+        offset = start * (pstrides[-1] if nd else 0)
+        size = max(1, _extent(shape, strides) + offset + (steps[-1] - 1 if nd else 0))
+        return Layout("sliced", strides, offset, size)
+    if kind == "split" and nd >= 1:
+        # one half of torch.split(parent, [a, b], dim): the other half's bytes stay live
+        dim = draw(integers(0, nd - 1))
+        other = draw(integers(1, 8))
+        second = draw(integers(0, 1)) == 1
+        parent = list(shape)
+        parent[dim] += other
+        pstrides = contiguous_strides(tuple(parent))
+        offset = other * pstrides[dim] if second else 0
+        return Layout("split", pstrides, offset, max(1, _extent(tuple(parent), pstrides)))
+    if kind == "padded":
+        # rows padded: the leading stride is larger than a row
+        pad = draw(integers(1, 5))
+        if nd >= 2:
+            row = shape[-1] + pad
+            strides = [0] * nd
+            strides[-1] = 1
+            acc = row
+            for i in range(nd - 2, -1, -1):
+                strides[i] = acc
+                acc *= shape[i]
+            return Layout("padded", tuple(strides), 0, max(1, _extent(shape, tuple(strides)) + pad))
+        return Layout("padded", base.strides, 0, base.storage_size + pad)
+    if kind == "expanded" and any(n > 1 for n in shape):
+        dims = [i for i, n in enumerate(shape) if n > 1]
+        chosen = draw(st.sets(st.sampled_from(dims), min_size=1, max_size=len(dims)))
+        reduced = tuple(1 if i in chosen else n for i, n in enumerate(shape))
+        rstrides = contiguous_strides(reduced)
+        strides = tuple(0 if i in chosen else s for i, s in enumerate(rstrides))
+        return Layout("expanded", strides, 0, max(1, _extent(reduced, rstrides)))
+    return base

@@ -1,0 +1,177 @@
+"""`tensors(...)`: tensors with drawn shape, dtype, layout and dense values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from hypothesis import event
+from hypothesis import strategies as st
+
+from ..core.case import TensorArg
+from ..core.dtypes import DType, dtype
+from . import hints
+from .cached import choice
+from .layouts import LAYOUTS, WRITABLE, draw_layout
+from .sizes import sides
+from .values import DEFAULT, Values, poison, values_of
+
+FLOATS = ("float32", "float16", "bfloat16")
+INTS = ("int32", "int8", "int16", "int64", "uint8")
+
+ShapeEntry = int | str | st.SearchStrategy | Callable[[Mapping[str, Any]], int] | None
+
+
+class TensorStrategy:
+    """The recipe `tensors(...)` returns; `build(env)` gives the hypothesis strategy.
+
+    `env` holds the inputs and named dimensions already drawn, for `like=` and named sides.
+    """
+
+    def __init__(self, shape: Sequence[ShapeEntry] | None, ndim: int | None, min_side: int,
+                 max_side: int | None, max_numel: int, dtypes: tuple[Any, ...], layouts: tuple[str, ...],
+                 values: Values, like: str | None) -> None:
+        self.shape = None if shape is None else tuple(shape)
+        self.ndim = ndim
+        self.min_side = min_side
+        self.max_side = max_side
+        self.max_numel = max_numel
+        self.dtypes = dtypes
+        self.layouts = layouts
+        self.values = values
+        self.like = like
+
+    def depends_on(self) -> tuple[str, ...]:
+        deps = [self.like] if self.like else []
+        deps += [s for s in (self.shape or ()) if isinstance(s, str)]
+        return tuple(deps)
+
+    def validate(self) -> None:
+        for d in self.dtypes:
+            dtype(d)
+        bad = [x for x in self.layouts if x not in LAYOUTS]
+        if bad:
+            raise ValueError(f"unknown layout(s) {bad}; choose from {', '.join(LAYOUTS)}")
+        if self.shape is None and self.ndim is None and self.like is None:
+            raise ValueError("give shape=, ndim= or like=")
+
+    def _dtype(self, draw: st.DrawFn, env: Mapping[str, Any]) -> DType:
+        if self.dtypes:
+            names = [dtype(d).name for d in self.dtypes]
+            if "float32" in names:  # shrink towards float32
+                names.remove("float32")
+                names.insert(0, "float32")
+            if hints.aimed():  # a case aimed at what the kernel branches on: the dtypes it compares with
+                names = [n for n in names if n in hints.dtypes()] or names
+            return dtype(draw(choice(tuple(names))) if len(names) > 1 else names[0])
+        if self.like:
+            return dtype(env[self.like].dtype)
+        return dtype("float32")
+
+    def _shape(self, draw: st.DrawFn, env: Mapping[str, Any]) -> tuple[int, ...]:
+        if self.shape is None and self.like:
+            return tuple(env[self.like].shape)
+        entries: Sequence[ShapeEntry] = self.shape if self.shape is not None else [None] * (self.ndim or 1)
+        fixed = 1
+        for e in entries:
+            if isinstance(e, int):
+                fixed *= max(e, 1)
+        budget = max(1, self.max_numel // fixed)
+        out: list[int] = []
+        for e in entries:
+            if isinstance(e, int):
+                n = e
+            elif isinstance(e, str):
+                n = env[e]
+                if isinstance(n, TensorArg) or not isinstance(n, (int, np.integer)):
+                    raise TypeError(f"shape refers to `{e}`, which is not an integer input or dimension")
+                n = int(n)
+            elif isinstance(e, st.SearchStrategy):
+                n = draw(e)
+            elif callable(e):  # computed from the named dims, e.g. lambda d: 2 * d["H"]
+                n = int(e(env))
+            else:
+                hi = min(self.max_side or 64, max(self.min_side, budget))
+                n = draw(sides(self.min_side, max(self.min_side, hi)))
+                budget = max(1, budget // max(n, 1))
+            out.append(int(n))
+        return tuple(out)
+
+    def build(self, env: Mapping[str, Any] | None = None) -> st.SearchStrategy[TensorArg]:
+        self.validate()
+        env = env or {}
+        return _draw_tensor(self, env)
+
+    def draw_skeleton(self, draw: st.DrawFn, env: Mapping[str, Any]) -> TensorArg:
+        """Dtype, shape and layout, with every element poison: all a launch needs to choose its
+        specialization, drawn before (and without) the values."""
+        self.validate()
+        dt = self._dtype(draw, env)
+        shape = self._shape(draw, env)
+        lay = draw_layout(draw, shape, dt.itemsize, self.layouts)
+        storage = np.repeat(poison(dt), lay.storage_size)
+        return TensorArg(dt.name, shape, lay.strides, lay.offset, storage, lay.kind)
+
+    def fill(self, draw: st.DrawFn, skeleton: TensorArg) -> TensorArg:
+        """The skeleton with values drawn for its view's elements (written into its storage)."""
+        dt, storage = skeleton.dt, skeleton.storage
+        where = np.unique(skeleton.view_index().reshape(-1))
+        vals, specials = values_of(draw, int(where.size), dt, self.values)
+        storage[where] = vals
+        aligned = "aligned" if (skeleton.offset * dt.itemsize) % 16 == 0 else "misaligned"
+        tags = (skeleton.layout, aligned, dt.name, *specials)
+        for tag in tags:
+            event(f"tdiff: {tag}")
+        return TensorArg(dt.name, skeleton.shape, skeleton.strides, skeleton.offset, storage, skeleton.layout, tags)
+
+
+@st.composite
+def _draw_tensor(draw: st.DrawFn, spec: TensorStrategy, env: Mapping[str, Any]) -> TensorArg:
+    return spec.fill(draw, spec.draw_skeleton(draw, env))
+
+
+def tensors(
+    shape: Sequence[ShapeEntry] | None = None,
+    *,
+    ndim: int | None = None,
+    dtype: str | Sequence[str] | None = None,
+    min_side: int = 1,
+    max_side: int | None = None,
+    max_numel: int = 4096,
+    layouts: Sequence[str] | None = None,
+    readonly: bool = False,
+    values: Values | None = None,
+    like: str | None = None,
+) -> Any:
+    """Tensors with drawn shape, dtype, layout and values.
+
+    shape: sides as ints, hypothesis strategies, names of other integer inputs or dims, functions of
+    the dims (`lambda d: 2 * d["H"]`), or None (drawn); or give `ndim` and side bounds.
+    dtype: one name or a list (shrinks towards float32).
+    layouts: the layout classes to draw (default: all; `expanded`, with stride 0, only when
+    `readonly=True`). values: `tst.values(...)` to narrow values. like: another input's name; this
+    tensor gets its shape and dtype (unless given) and a layout and values of its own.
+    """
+    if isinstance(dtype, str):
+        dtypes_: tuple[Any, ...] = (dtype,)
+    elif dtype is None:
+        dtypes_ = () if like else ("float32",)
+    else:
+        dtypes_ = tuple(dtype)
+    allowed = tuple(layouts) if layouts is not None else (LAYOUTS if readonly else WRITABLE)
+    if ndim is None and shape is None and like is None:
+        ndim = 1
+    spec = TensorStrategy(shape, ndim, min_side, max_side, max_numel, dtypes_, allowed, values or DEFAULT, like)
+    if spec.depends_on():
+        return spec
+    try:
+        spec.validate()
+    except ValueError:
+        return spec  # `@tdiff.check` reports it, naming the kernel and the input
+    strategy = spec.build({})
+    strategy.depends_on = spec.depends_on  # type: ignore[attr-defined]
+    strategy.build = spec.build  # type: ignore[attr-defined]
+    strategy.validate = spec.validate  # type: ignore[attr-defined]
+    strategy.tensor_spec = spec  # type: ignore[attr-defined]
+    return strategy

@@ -1,0 +1,212 @@
+"""Dense tensor values with special values sprinkled in on purpose.
+
+A draw is small and shrink-friendly: a distribution, a seed for dense values, a structure
+(`STRUCTURES`: dense, or one that dense values hide bugs behind), and a short list of (special kind,
+position). Shrinking removes specials and moves towards dense small integers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ..core.dtypes import DType, from_float64
+from .cached import choice, integers
+
+FLOAT_SPECIALS = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny")
+INT_SPECIALS = ("int-min", "int-max", "zero", "minus-one")
+DISTRIBUTIONS = ("smallint", "normal", "uniform", "wide")
+#: the structure of a float tensor's dense values; "dense" (as drawn) is the most common and what a
+#: draw shrinks to. The others are where kernels hide bugs that dense values mask: shifted (the largest
+#: value is not 0, so a forgotten max subtraction shows), negative (every value below 0: a running max
+#: started at 0), constant (every value equal: variance 0), sparse (mostly 0, a few large values)
+STRUCTURES = ("dense", "dense", "dense", "shifted", "negative", "constant", "sparse")
+
+
+@dataclass(frozen=True)
+class Values:
+    """What values a tensor may hold. Narrow with bounds and by switching special kinds off."""
+
+    min_value: float | None = None
+    max_value: float | None = None
+    nan: bool = True
+    inf: bool = True
+    neg_zero: bool = True
+    subnormal: bool = True
+    extremes: bool = True  # the dtype's max and lowest, integers at the dtype's edges
+    specials: bool = True  # False: no special values at all
+
+    def kinds(self, dt: DType) -> list[str]:
+        """The special kinds allowed for `dt` under these bounds."""
+        if not self.specials or dt.kind == "bool":
+            return []
+        lo = -math.inf if self.min_value is None else self.min_value
+        hi = math.inf if self.max_value is None else self.max_value
+        out: list[str] = []
+        if dt.is_float:
+            if self.nan and dt.has_nan:
+                out.append("nan")
+            if self.inf and dt.has_inf:
+                out += [k for k, v in (("inf", math.inf), ("-inf", -math.inf)) if lo <= v <= hi]
+            if self.neg_zero and lo <= 0 <= hi:
+                out.append("-0.0")
+            if self.subnormal and hi > 0:
+                out.append("subnormal")
+            if self.extremes:
+                out += [k for k, v in (("max", float(dt.max)), ("lowest", float(dt.min))) if lo <= v <= hi]
+            if hi > 0 and lo <= dt.tiny:
+                out.append("tiny")
+        else:
+            for k, v in (("int-min", dt.min), ("int-max", dt.max), ("zero", 0), ("minus-one", -1)):
+                if lo <= v <= hi and dt.min <= v <= dt.max and (self.extremes or k in ("zero", "minus-one")):
+                    out.append(k)
+        return out
+
+
+def values(min_value: float | None = None, max_value: float | None = None, *, nan: bool = True,
+           inf: bool = True, neg_zero: bool = True, subnormal: bool = True, extremes: bool = True,
+           specials: bool = True) -> Values:
+    """Narrow the values of `tensors(values=...)`: bounds, and which special values may appear."""
+    if min_value is not None and max_value is not None and min_value > max_value:
+        raise ValueError(f"min_value {min_value} > max_value {max_value}")
+    return Values(min_value, max_value, nan, inf, neg_zero, subnormal, extremes, specials)
+
+
+DEFAULT = Values()
+
+
+def special_value(kind: str, dt: DType) -> float:
+    return {
+        "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0,
+        "subnormal": dt.smallest_subnormal * 3 if dt.is_float else 0.0,
+        "max": float(dt.max), "lowest": float(dt.min), "tiny": dt.tiny if dt.is_float else 0.0,
+        "int-min": float(dt.min), "int-max": float(dt.max), "zero": 0.0, "minus-one": -1.0,
+    }[kind]
+
+
+#: NaNs tdiff draws carry a payload, so a NaN that came from an input is told from torch.empty's fill
+NAN_BITS = {"float32": (np.uint32, 0x7FC00ABC), "float16": (np.uint16, 0x7E05), "bfloat16": (np.uint16, 0x7FC5),
+            "float64": (np.uint64, 0x7FF8000000000ABC)}
+
+
+def special_carrier(kind: str, dt: DType) -> np.generic:
+    """The carrier value of a special kind for a dtype (exact for 64-bit integer edges)."""
+    if kind == "nan" and dt.name in NAN_BITS:
+        bits, value = NAN_BITS[dt.name]
+        return np.array([value], dtype=bits).view(dt.carrier)[0]
+    if dt.is_float:
+        return to_carrier(np.array([special_value(kind, dt)]), dt)[0]
+    value = {"int-min": int(dt.min), "int-max": int(dt.max), "zero": 0, "minus-one": -1}[kind]
+    return np.array(value, dtype=dt.carrier)[()]
+
+
+def dense(dist: str, seed: int, scale: int, n: int, dt: DType, spec: Values) -> np.ndarray:
+    """`n` dense values as float64 (ints exact), in the requested bounds."""
+    rng = np.random.default_rng(seed)
+    if dt.kind == "bool":
+        return rng.integers(0, 2, n).astype(np.float64)
+    lo = spec.min_value
+    hi = spec.max_value
+    if dt.is_float:
+        if dist == "smallint":
+            x = rng.integers(-16, 17, n).astype(np.float64)
+        elif dist == "normal":
+            x = rng.standard_normal(n) * 2.0**scale
+        elif dist == "uniform":
+            a = -1.0 if lo is None else lo
+            b = 1.0 if hi is None else hi
+            x = rng.uniform(a, b, n) if b > a else np.full(n, a)
+        else:  # wide: magnitudes over a large part of the dtype's range
+            emax = min(60.0, math.log2(float(dt.max)) / 2)
+            x = rng.choice([-1.0, 1.0], n) * np.exp2(rng.uniform(-emax, emax, n))
+    else:
+        dlo, dhi = int(dt.min), int(dt.max)
+        if dist == "smallint":
+            a, b = max(dlo, -16), min(dhi, 16)
+        elif dist in ("normal", "uniform"):
+            a, b = max(dlo, -1000), min(dhi, 1000)
+        else:
+            a, b = dlo, dhi
+        if lo is not None:
+            a = max(a, math.ceil(lo))
+        if hi is not None:
+            b = min(b, math.floor(hi))
+        x = rng.integers(a, b, n, endpoint=True, dtype=np.int64).astype(np.float64) if b >= a \
+            else np.full(n, float(a))
+        return x
+    if lo is not None and lo >= 0:
+        x = np.abs(x)
+    if hi is not None and hi <= 0:
+        x = -np.abs(x)
+    if lo is not None or hi is not None:
+        x = np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+    return x
+
+
+def structure(kind: str, x: np.ndarray, seed: int, dt: DType, spec: Values) -> np.ndarray:
+    """Dense float values `x` given one of `STRUCTURES` (within the bounds of `spec`)."""
+    if kind == "dense" or not dt.is_float or not x.size:
+        return x
+    rng = np.random.default_rng(seed ^ 0x5EED)
+    if kind == "shifted":
+        x = x + rng.choice([-8.0, -1.5, 1.5, 8.0])
+    elif kind == "negative":
+        x = -np.abs(x) - rng.uniform(0.25, 4.0)
+    elif kind == "constant":
+        x = np.full_like(x, x[0] if x[0] != 0 else 1.0)
+    elif kind == "sparse":
+        k = min(3, x.size)
+        x = np.zeros_like(x)
+        x[rng.choice(x.size, k, replace=False)] = rng.choice([-1.0, 1.0], k) * rng.uniform(4.0, 64.0, k)
+    lo = -np.inf if spec.min_value is None else spec.min_value
+    hi = np.inf if spec.max_value is None else spec.max_value
+    return np.clip(x, lo, hi)
+
+
+def to_carrier(x: np.ndarray, dt: DType) -> np.ndarray:
+    if dt.kind in ("int", "uint"):
+        return x.astype(np.int64).astype(dt.carrier)
+    return from_float64(x, dt)
+
+
+@lru_cache(maxsize=4096)
+def _placements(kinds: tuple[str, ...], n: int) -> st.SearchStrategy[list[tuple[str, int]]]:
+    return st.lists(st.tuples(choice(kinds), integers(0, n - 1)), max_size=min(6, n))
+
+
+@st.composite
+def draw_values(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tuple[np.ndarray, tuple[str, ...]]:
+    """(carrier values of length n, special kinds placed)."""
+    return values_of(draw, n, dt, spec)
+
+
+def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tuple[np.ndarray, tuple[str, ...]]:
+    """`draw_values` as a plain function of `draw` (cheaper inside other composites)."""
+    dists = DISTRIBUTIONS if spec.min_value is None or dt.is_float else DISTRIBUTIONS[:-1]
+    dist = draw(choice(dists))
+    seed = draw(integers(0, 2**32 - 1))
+    scale = draw(integers(-8, 3)) if dist == "normal" else 0  # down to ~0.004: tiny rows, where eps matters
+    kind = draw(choice(STRUCTURES)) if dt.is_float else "dense"
+    x = structure(kind, dense(dist, seed, scale, n, dt, spec), seed, dt, spec)
+    kinds = tuple(spec.kinds(dt))
+    placed: list[tuple[str, int]] = []
+    if kinds and n:
+        placed = draw(_placements(kinds, n))
+    out = to_carrier(x, dt)
+    final = dict((pos, kind) for kind, pos in placed)  # a later special at the same position wins
+    for pos, kind in final.items():
+        out[pos] = special_carrier(kind, dt)
+    return out, tuple(sorted(set(final.values())))
+
+
+def poison(dt: DType) -> np.ndarray:
+    """The value stored in bytes that belong to no view: NaN, or the byte pattern 0x5A for integers."""
+    if dt.is_float:
+        return from_float64(np.array([math.nan]), dt)
+    if dt.kind == "bool":
+        return np.array([True])
+    return np.frombuffer(b"\x5a" * dt.itemsize, dtype=dt.carrier).copy()

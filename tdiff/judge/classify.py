@@ -1,0 +1,59 @@
+"""The one place that decides what a pair of outcomes allows: judge them, set them aside with a
+typed reason, or fail.
+
+Only a known interpreter limitation (`tdiff.limitations`) on the interpreter's side, with the
+other side clean, sets a pair aside. Every other error fails: the compiled backend's, the
+reference's, a crash, a timeout, an unknown interpreter exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core import limitations
+from ..core.outcome import Outcome
+
+JUDGE, DISCARD, FAIL = "judge", "discard", "fail"
+
+
+@dataclass(frozen=True)
+class Classification:
+    action: str  # JUDGE, DISCARD or FAIL
+    reason: str = ""  # for DISCARD: the limitation's name; for FAIL: what failed
+    sides: tuple[str, ...] = ()  # the backends that failed or hit the limitation
+
+    @property
+    def judged(self) -> bool:
+        return self.action == JUDGE
+
+
+def kind_of(backend: str) -> str:
+    """`compiled`, `interpreter`, `reference` or the label itself (other backends)."""
+    return backend.split(":")[0].split("[")[0].split("@")[0]
+
+
+def is_limitation(o: Outcome) -> bool:
+    return o.error is not None and o.error.kind == "limitation" and kind_of(o.backend) == "interpreter" \
+        and bool(o.error.limitation)
+
+
+def outcome_failure(o: Outcome) -> str:
+    """How an outcome failed, for reports: "compiled error: timeout: ..." and the like."""
+    assert o.error is not None
+    return f"{o.backend}: {o.error.summary()}"
+
+
+def classify(a: Outcome, b: Outcome) -> Classification:
+    """Judge, set aside, or fail a pair of outcomes of one case."""
+    errors = [o for o in (a, b) if o.error is not None]
+    if not errors:
+        return Classification(JUDGE)
+    hard = [o for o in errors if not is_limitation(o)]
+    if hard:
+        return Classification(FAIL, "; ".join(outcome_failure(o) for o in hard), tuple(o.backend for o in hard))
+    names = sorted({o.error.limitation for o in errors})  # type: ignore[union-attr]
+    return Classification(DISCARD, ", ".join(names), tuple(o.backend for o in errors))
+
+
+def describe_discard(c: Classification) -> str:
+    return "interpreter limitation: " + "; ".join(limitations.describe(n) for n in c.reason.split(", "))

@@ -1,0 +1,117 @@
+"""Everything known about one case: each backend's outcome, what each broke on its own, how each
+pair of outcomes was classified and compared, and the outcomes of reruns.
+
+`gather` builds it from outcomes without running anything; the runner runs backends and adds
+reruns (`Evidence.add`) when `tdiff.judge.verdict.decide` asks for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from ..core.case import Case
+from ..core.outcome import Outcome
+from . import integrity
+from .classify import Classification, classify, kind_of
+from .compare import Comparison, Rules, compare
+from .targets import view
+
+
+@dataclass
+class Pair:
+    a: str
+    b: str
+    classification: Classification
+    comparison: Comparison | None = None  # when judged
+
+    @property
+    def disagrees(self) -> bool:
+        return self.comparison is not None and not self.comparison.ok
+
+
+@dataclass
+class Evidence:
+    case: Case
+    kernel: str  # the declared kernel's name
+    outcomes: dict[str, Outcome]  # by backend label, in the order they were asked for
+    rules: Rules
+    reports: dict[str, integrity.Report] = field(default_factory=dict)
+    pairs: list[Pair] = field(default_factory=list)
+    extra: dict[str, Outcome] = field(default_factory=dict)  # reruns: "again:compiled", "reversed:interpreter", ...
+    # third opinions that run only when the others disagree (the metamorphic profile's "reference")
+    on_divergence: tuple[str, ...] = ()
+
+    def pair(self, a: str, b: str) -> Pair | None:
+        for p in self.pairs:
+            if {p.a, p.b} == {a, b}:
+                return p
+        return None
+
+    def roles(self, kind: str) -> list[str]:
+        return [r for r in self.outcomes if kind_of(r) == kind]
+
+    def add(self, key: str, outcome: Outcome) -> None:
+        self.extra[key] = outcome
+
+    def compare(self, a: Outcome, b: Outcome) -> Comparison:
+        return compare(a, b, self.case, self.rules)
+
+
+def _guide(outcomes: dict[str, Outcome]) -> Outcome | None:
+    """The interpreter run whose trace guides tolerances: the forward, unsampled one if any."""
+    best = None
+    for o in outcomes.values():
+        usable = o.error is None and o.trace is not None and not o.backend.endswith(("reversed", "shuffled", "fp64"))
+        if usable and (best is None or (best.trace.sampled and not o.trace.sampled)):  # type: ignore[union-attr]
+            best = o
+    return best
+
+
+def same_path(run: Outcome, fp64: Outcome) -> bool:
+    """Whether the float64 run launched what the run did: the same kernels, grids, options and
+    arguments other than tensor dtypes and floats. A `launch` that picks a path by dtype (liger's
+    group norm passes tl.bfloat16 for every input that is not float32) makes the float64 run
+    another computation, which decides nothing about this one."""
+    if len(run.launches) != len(fp64.launches):
+        return False
+    for a, b in zip(run.launches, fp64.launches):
+        if (a.kernel, a.grid, a.config, len(a.args), sorted(a.kwargs)) != \
+                (b.kernel, b.grid, b.config, len(b.args), sorted(b.kwargs)):
+            return False
+        if [_path_part(x) for x in a.args] != [_path_part(y) for y in b.args] or \
+                any(_path_part(a.kwargs[k]) != _path_part(b.kwargs[k]) for k in a.kwargs):
+            return False
+    return True
+
+
+def _path_part(d: dict) -> Any:
+    kind = d.get("kind")
+    if kind in ("input", "tensor"):
+        return "tensor", tuple(d.get("shape", ())), tuple(d.get("strides", ()))
+    if kind == "float":
+        return "float"
+    if kind == "tuple":
+        return "tuple", tuple(_path_part(i) for i in d.get("items", []))
+    return kind, d.get("value")
+
+
+def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
+           pairs: list[tuple[str, str]] | None = None, fp64: Outcome | None = None) -> Evidence:
+    """Classify and compare every pair of outcomes (or the pairs given), and check each outcome.
+    `fp64`: the float64 run, when there is one (it decides differences at the range edge)."""
+    guide = _guide(outcomes)
+    exact = None
+    if fp64 is not None and fp64.error is None and (guide is None or same_path(guide, fp64)):
+        exact = view(fp64, case)
+    rules = Rules(rules.tolerance, rules.tolerances, view(guide, case) if guide is not None else None, exact)
+    ev = Evidence(case, kernel, dict(outcomes), rules)
+    if fp64 is not None:
+        ev.extra["fp64"] = fp64
+    for label, o in outcomes.items():
+        ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=kind_of(label) != "reference")
+    for a, b in pairs if pairs is not None else combinations(outcomes, 2):
+        c = classify(outcomes[a], outcomes[b])
+        ev.pairs.append(Pair(a, b, c, compare(outcomes[a], outcomes[b], case, rules) if c.judged else None))
+    return ev

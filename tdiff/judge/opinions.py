@@ -1,0 +1,105 @@
+"""Which opinions a check asks for on every case, and which of them are compared.
+
+With a GPU: the compiled backend and the interpreter; without one: the interpreter. A declared
+reference is always an opinion too, on every case and every machine. Without a reference and
+without a GPU, the interpreter is compared with itself in reversed program order (its trace still
+sees races, out-of-bounds accesses and undefined behaviour in one run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from ..core import kernels
+from ..execute.backends.base import BackendSpec
+
+
+@dataclass(frozen=True)
+class Opinions:
+    specs: tuple[str, ...]  # backend specs run on every case
+    pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into specs)
+    note: str | None = None  # why these (e.g. no GPU)
+    on_divergence: tuple[str, ...] = ()  # third opinions run only when the others disagree ("reference")
+
+    @property
+    def kinds(self) -> list[str]:
+        return [BackendSpec.parse(s).kind for s in self.specs]
+
+    def describe(self) -> str:
+        """What a pass means: the opinions compared, e.g. "compiled, interpreter (+trace), reference"."""
+        names = []
+        for s in self.specs:
+            spec = BackendSpec.parse(s)
+            names.append(spec.label + (" (+trace)" if spec.kind == "interpreter" and spec.order == "forward" else ""))
+        return ", ".join(names)
+
+    def without_compiled(self) -> Opinions | None:
+        """The same opinions minus those that compile (for cases past the compile budget); None if
+        fewer than two would remain."""
+        keep = [i for i, k in enumerate(self.kinds) if k != "compiled"]
+        if len(keep) < 2:
+            return None
+        index = {old: new for new, old in enumerate(keep)}
+        pairs = tuple((index[a], index[b]) for a, b in self.pairs if a in index and b in index)
+        return Opinions(tuple(self.specs[i] for i in keep), pairs, self.note, self.on_divergence)
+
+
+#: `--tdiff-backends metamorphic`: compiled variants of each kernel against each other (see `metamorphic`)
+METAMORPHIC = "metamorphic"
+#: at most this many autotune configs are compared with each other per check
+MAX_CONFIGS = 4
+#: the option variants of a kernel that is not autotuned
+OPTION_VARIANTS = ("compiled", "compiled[num_warps=2]", "compiled[num_warps=8]", "compiled[num_stages=1]")
+
+
+def metamorphic(check: Any) -> Opinions:
+    """Compiled against compiled at GPU speed: an autotuned kernel's configs with each other (the
+    check's `configs=`, or the first `MAX_CONFIGS`), else a few launch-option variants; no reference
+    or interpreter on every case: the verdict of a divergence calls the interpreter (in float64) as
+    the third opinion."""
+    n = len(kernels.configs(check.kernel))
+    if n >= 2:
+        indices = list(check.configs) if check.configs else list(range(n))
+        chosen = [f"compiled[config={i}]" for i in indices[:MAX_CONFIGS]]
+        note = f"metamorphic: autotune configs {', '.join(map(str, indices[:MAX_CONFIGS]))} of {n} compared"
+    else:
+        chosen = list(OPTION_VARIANTS)
+        note = "metamorphic: launch-option variants compared"
+    if len(chosen) < 2:
+        chosen = list(OPTION_VARIANTS)
+    third = ("reference",) if check.reference is not None else ()
+    note += "; the reference is asked only when they disagree" if third else "; no reference: a disagreement is " \
+        "judged against the interpreter in float64"
+    return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note, third)
+
+
+def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
+    """The opinions for a check: its own `backends=`, else the run's, else the machine's default,
+    plus its reference."""
+    chosen = list(check.backends or backends or ())
+    note = None
+    if chosen == [METAMORPHIC]:
+        if gpu_available():
+            return metamorphic(check)
+        chosen = []
+        note = "no CUDA GPU: the metamorphic profile (compiled variants) was not run"
+    if not chosen:
+        if gpu_available():
+            chosen = ["compiled", "interpreter"]
+        else:
+            chosen = ["interpreter"]
+            note = (note + "; " if note else "") + "no CUDA GPU: the compiled backend was skipped"
+    kinds = [BackendSpec.parse(s).kind for s in chosen]
+    if check.reference is not None and "reference" not in kinds:
+        chosen.append("reference")
+    if len(chosen) == 1:
+        chosen.append(f"{chosen[0]}:reversed" if kinds[0] == "interpreter" else "interpreter")
+        if note:
+            note += ("; no reference: the interpreter was compared with itself in reversed program order (finds "
+                     "races, out-of-bounds accesses, undefined behaviour and crashes, not wrong values)")
+    elif note and check.reference is not None:
+        note += "; the interpreter was compared with the check's reference"
+    return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note)

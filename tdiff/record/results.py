@@ -1,0 +1,99 @@
+"""What a check's run produced: counts, caveats, divergences. Plain data, filled by the runner and
+read by the plugin, the CLI and `tdiff.verify`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.case import Case
+from ..judge.evidence import Evidence
+from ..judge.verdict import Verdict
+
+
+@dataclass
+class Divergence:
+    """A shrunk, judged divergence and where it was written."""
+
+    check_id: str
+    case: Case
+    verdict: Verdict
+    evidence: Evidence
+    report: str = ""
+    shrink: Any = None  # ShrinkInfo
+    repro_path: Path | None = None
+    corpus_path: Path | None = None
+    pictures: list[Path] = field(default_factory=list)
+    source: str = "search"  # "search" or "corpus entry <path>"
+    repro_note: str = ""
+
+
+@dataclass
+class CheckResult:
+    check_id: str
+    item_name: str
+    opinions: tuple[str, ...]  # backend specs run on every case
+    status: str = "passed"  # "passed", "failed", "skipped" or "error"
+    cases: int = 0  # cases run
+    judged: int = 0  # cases with at least one pair of outcomes compared
+    discarded: Counter = field(default_factory=Counter)  # not judged at all, by reason
+    caveats: Counter = field(default_factory=Counter)  # cases that passed with a caveat, by kind
+    caveat_examples: dict[str, str] = field(default_factory=dict)
+    shims: Counter = field(default_factory=Counter)  # cases that needed each interpreter shim
+    divergences: list[Divergence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    compiles: int = 0
+    compile_seconds: float = 0.0
+    cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
+    ahead: dict = field(default_factory=dict)  # compiling ahead of use (tdiff.execute.ahead.finish)
+    replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
+    known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
+    wall: float = 0.0
+    pair_note: str | None = None  # why these opinions (e.g. no GPU)
+    compared: str = ""  # what a pass means: the opinions compared on every case
+    budget_skipped: int = 0  # drawn cases run without the compiled backend (compile budget)
+    budget_beyond: int = 0  # compiles past the budget
+    hang_timeout: float | None = None  # the shortened per-case timeout after a hang
+    first_failure: int | None = None  # which searched case failed first (1: the first one drawn)
+    # kernel coverage over the interpreter's runs: "file:line:function" -> lines run / lines with code
+    lines_run: dict[str, set[int]] = field(default_factory=dict)
+    lines_executable: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return self.opinions
+
+    @property
+    def failures(self) -> list[Divergence]:
+        return [d for d in self.divergences if d.verdict.failed]
+
+    def caveat(self, kind: str, text: str) -> None:
+        self.caveats[kind] += 1
+        self.caveat_examples.setdefault(kind, text)
+
+    def report(self) -> str:
+        parts = [d.report for d in self.failures]
+        parts += [f"tdiff: {n}" for n in self.notes if self.status in ("failed", "error")]
+        return "\n\n".join(parts)
+
+    def uncovered(self) -> list[str]:
+        """The kernel lines no interpreter run of this check executed, one description per function."""
+        from ..execute.interpreter.coverage import describe, ranges
+
+        out = []
+        for key in sorted(self.lines_executable):
+            code = self.lines_executable[key]
+            missed = ranges(code - self.lines_run.get(key, set()), code)
+            if missed:
+                out.append(describe(key, missed))
+        return out
+
+    def caveat_lines(self) -> list[str]:
+        """One line per kind of caveat: how many cases, and the first example."""
+        out = []
+        for kind, n in sorted(self.caveats.items()):
+            out.append(f"{n} case(s): {self.caveat_examples[kind]}")
+        return out

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .core.settings import TRACKED_CORPUS
 from .declaration import _import
 from .errors import CorpusError
 from .record import corpus_union
@@ -91,6 +92,24 @@ def corpus_merge(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def corpus_promote(args: argparse.Namespace) -> int:
+    try:
+        report = corpus_union.promote([Path(p) for p in args.entries], Path(args.into), args.expect)
+    except CorpusError as exc:
+        print(f"tdiff corpus promote: {exc}")
+        return 2
+    for path in report.moved:
+        print(f"MOVED      {path}")
+    for path in report.already:
+        print(f"ALREADY    {path}")
+    for conflict in report.conflicts:
+        print(f"CONFLICT   {conflict.key}: {conflict.describe()}")
+    for text in report.unreadable:
+        print(f"UNREADABLE {text}")
+    print(f"tdiff corpus promote into {args.into}: {report.describe()}")
+    return 0 if report.ok else 1
+
+
 def campaign(args: argparse.Namespace) -> int:
     import json
 
@@ -158,13 +177,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=60.0)
     p.add_argument("--repro-dir", default=None, help="write reproducers of entries that still fail here")
     p.set_defaults(func=replay)
-    p = sub.add_parser("corpus", help="corpus maintenance: merge corpora from several machines")
+    p = sub.add_parser("corpus", help="corpus maintenance: merge corpora from several machines, promote reviewed "
+                                      "entries into the corpus under version control")
     csub = p.add_subparsers(dest="corpus_command", required=True)
     m = csub.add_parser("merge", help="copy the entries DEST lacks from each SRC; identical ones are skipped, "
                                       "conflicting ones reported (exit 1)")
     m.add_argument("sources", nargs="+", metavar="SRC")
     m.add_argument("--into", required=True, metavar="DEST")
     m.set_defaults(func=corpus_merge)
+    m = csub.add_parser("promote", help="move reviewed entries (from the run directory's corpus, .tdiff/corpus) into "
+                                        "the corpus CI replays; an entry already there is not copied again, a "
+                                        "different one is a conflict (exit 1)")
+    m.add_argument("entries", nargs="+", metavar="ENTRY", help="an entry folder, a kernel's folder or a corpus")
+    m.add_argument("--into", default=TRACKED_CORPUS, metavar="DEST", help="default: corpus")
+    m.add_argument("--expect", choices=["pass", "divergence"], default=None,
+                   help="set the entries' \"expect\": pass (a regression test: it fails while the case diverges) "
+                        "or divergence (a known bug outside the kernel, watched)")
+    m.set_defaults(func=corpus_promote)
     p = sub.add_parser("campaign", help="the table of a fuzz campaign's records (--tdiff-campaign DIR)")
     p.add_argument("dir")
     p.add_argument("--json", action="store_true", help="everything, as JSON")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .core.settings import PROFILES, RunOptions
+from .core.settings import PROFILES, RUN_DIR, TRACKED_CORPUS, RunOptions
 
 #: (name, type, RunOptions field, help)
 OPTIONS: list[tuple[str, type, str, str]] = [
@@ -21,10 +21,14 @@ OPTIONS: list[tuple[str, type, str, str]] = [
     ("seed", int, "seed", "hypothesis seed"),
     ("timeout", float, "timeout", "per-case timeout in seconds for each backend (default 60; after a hang, a "
                                   "check's later runs wait less)"),
-    ("corpus", str, "corpus_dir", "corpus directory (default: corpus); 'none' to neither replay nor write. "
-                                  f"Several, separated by {os.pathsep!r}: all are replayed (each entry once), "
-                                  "new entries go to the first"),
-    ("repro-dir", str, "repro_dir", "where reproducers and pictures go (default: tdiff-out); 'none' to skip"),
+    ("corpus", str, "corpus_dir", "corpora to replay (default: corpus, the one under version control); 'none' "
+                                  "to neither replay nor write. Several, separated by "
+                                  f"{os.pathsep!r}: all are replayed, each entry once. New entries go to the run "
+                                  "directory's corpus (RUN_DIR/corpus, also replayed), never to these: "
+                                  "`tdiff corpus promote ENTRY` moves a reviewed one"),
+    ("repro-dir", str, "repro_dir", "where reproducers and pictures go (default: RUN_DIR/repro); 'none' to skip"),
+    ("run-dir", str, "run_dir", "the run directory, outside version control (it holds a .gitignore of `*`): new "
+                                "corpus entries, reproducers and progress files (default: .tdiff)"),
     ("isolation", str, "isolation", "process (workers; a crash or hang fails one case) or none (in this process; "
                                     "hangs are stopped by a watchdog on the main thread)"),
     ("shrink-budget", float, "shrink_budget", "seconds tdiff spends shrinking a divergence (default 60)"),
@@ -42,6 +46,9 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                                     "kernel lines it ran) or off (default; see the README's power table)"),
     ("thresholds", str, "thresholds", "on (default: size strategies also draw the sizes on the constants the kernel "
                                       "and its launch compare sizes with) or off"),
+    ("localize", str, "localize", "on (name the compiler pass after which a `compiled wrong` case goes wrong: "
+                                  "MLIR's per-pass dumps bisected on the GPU, confirmed by leaving the pass out; "
+                                  "README: Check a compiler change) or off (default)"),
     ("database", str, "database", "hypothesis example database shared by processes and machines: a directory "
                                   "(e.g. on shared storage) or redis://host:port/db (needs the redis package); "
                                   "with --tdiff-fuzz-targets it becomes the session's default database, the one "
@@ -52,7 +59,15 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                                       "process); tdiff campaign DIR makes the table"),
 ]
 
-DEFAULT_DIRS = {"corpus_dir": "corpus", "repro_dir": "tdiff-out"}
+#: options of the pytest plugin alone (its output), not of `RunOptions`: (name, help)
+PLUGIN_OPTIONS: list[tuple[str, str]] = [
+    ("json", "write every check's record (what it ran, its pytest outcome, caveats, divergences) and the run's "
+             "totals to this JSON file"),
+    ("summary", "short (default: pytest's outcome lines, one block per check that did not pass, the totals and "
+                "one table of what was worked around or caveated) or full (also every check's own lines, as -v)"),
+    ("progress", "seconds between progress lines of a check still running (default: 10 with -v, 30 without; "
+                 "0: none)"),
+]
 
 
 def split_backends(text: str) -> tuple[str, ...]:
@@ -72,46 +87,42 @@ def split_backends(text: str) -> tuple[str, ...]:
 
 def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunOptions:
     """`RunOptions` from raw option values: `get(name)` returns the value given for an option of
-    `OPTIONS` (None when not given). Raises ValueError with a message a user can act on."""
+    `OPTIONS` (None when not given). Raises ValueError with a message a user can act on.
+
+    Paths are relative to `root`. New corpus entries go to `<run dir>/corpus`, which is replayed first; the
+    corpora named by `corpus` (default: the tracked `corpus`) are replayed after it and never written."""
     changes: dict[str, Any] = {}
+    given = {name: get(name) for name, *_ in OPTIONS}
+    given = {k: v for k, v in given.items() if v not in (None, "", [])}
+    run_dir = root / str(given.get("run-dir") or RUN_DIR)
+    if str(given.get("run-dir", "")).lower() == "none":
+        raise ValueError("--tdiff-run-dir must be a directory (new corpus entries and progress go there)")
+    changes["run_dir"] = run_dir
+    changes["repro_dir"] = run_dir / "repro"
+    changes["corpus_dir"], changes["corpus_more"] = run_dir / "corpus", (root / TRACKED_CORPUS,)
     for name, typ, field, _ in OPTIONS:
-        raw = get(name)
-        if raw in (None, "", []):
-            if field in DEFAULT_DIRS:
-                changes[field] = root / DEFAULT_DIRS[field]
+        if name not in given or field == "run_dir":
             continue
+        raw = given[name]
         try:
             value = typ(raw)
         except (TypeError, ValueError):
             raise ValueError(f"--tdiff-{name} must be a {typ.__name__}, not {raw!r}") from None
         if field == "backends":
-            parts = split_backends(value)
-            if not parts:
-                raise ValueError(f"--tdiff-backends names no backend: {value!r}")
-            from .execute.backends.base import BackendSpec
-            from .execute.environments import probe
-
-            if "metamorphic" in parts and len(parts) > 1:
-                raise ValueError("--tdiff-backends metamorphic stands alone (it picks compiled variants per check)")
-            for p in parts:
-                if p == "metamorphic":
-                    continue
-                spec = BackendSpec.parse(p)  # a ValueError names the bad one
-                if spec.python:
-                    try:
-                        probe(spec.python)
-                    except ValueError as exc:
-                        raise ValueError(f"--tdiff-backends {p!r}: {exc}") from None
-            value = parts
-        elif field in ("targeting", "thresholds"):
+            value = _backends(value)
+        elif field in ("targeting", "thresholds", "localize"):
             if value not in ("on", "off"):
                 raise ValueError(f"--tdiff-{name} must be on or off, not {value!r}")
             value = value == "on"
         elif field == "corpus_dir":
-            first, *more = [p.strip() for p in value.split(os.pathsep) if p.strip()] or ["none"]
-            value = None if first.lower() == "none" else root / first
-            changes["corpus_more"] = tuple(root / p for p in more)
-        elif field in DEFAULT_DIRS:
+            named = [p.strip() for p in value.split(os.pathsep) if p.strip()] or ["none"]
+            if any(p.lower() == "none" for p in named):
+                changes["corpus_more"] = ()
+                value = None
+            else:
+                changes["corpus_more"] = tuple(root / p for p in named)
+                value = run_dir / "corpus"
+        elif field == "repro_dir":
             value = None if value.lower() == "none" else root / value
         elif field == "database":
             from .drive.database import open_database
@@ -141,3 +152,26 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
     if gpu is not None:
         changes["gpu"] = gpu
     return RunOptions(**changes)
+
+
+def _backends(value: str) -> tuple[str, ...]:
+    """The backends of `--tdiff-backends`, each parsed (a ValueError names a bad one; another environment's
+    Python is probed)."""
+    parts = split_backends(value)
+    if not parts:
+        raise ValueError(f"--tdiff-backends names no backend: {value!r}")
+    from .execute.backends.base import BackendSpec
+    from .execute.environments import probe
+
+    if "metamorphic" in parts and len(parts) > 1:
+        raise ValueError("--tdiff-backends metamorphic stands alone (it picks compiled variants per check)")
+    for p in parts:
+        if p == "metamorphic":
+            continue
+        spec = BackendSpec.parse(p)  # a ValueError names the bad one
+        if spec.python:
+            try:
+                probe(spec.python)
+            except ValueError as exc:
+                raise ValueError(f"--tdiff-backends {p!r}: {exc}") from None
+    return parts

@@ -345,7 +345,9 @@ def test_pytest_replays_several_corpora_each_entry_once(entries, tmp_path):
     c2 = _corpus(tmp_path, "c2", entries[1:])
     given = {"corpus": f"c1{os.pathsep}c2", "isolation": "none", "backends": "interpreter", "repro-dir": "none"}
     opts = options.build(given.get, tmp_path)
-    assert (opts.corpus_dir, opts.corpus_more) == (c1, (c2,))
+    # both named corpora are replayed, after the run directory's, which alone is written
+    assert (opts.corpus_dir, opts.corpus_more) == (tmp_path / ".tdiff" / "corpus", (c1, c2))
+    assert opts.corpora() == [tmp_path / ".tdiff" / "corpus", c1, c2]
     runner = tdiff.Runner(opts)
     check = _check()
     result = runner.new_result(check)
@@ -354,7 +356,7 @@ def test_pytest_replays_several_corpora_each_entry_once(entries, tmp_path):
     assert {s for _, s in result.replayed} == {"failed"}
 
     c3 = _corpus(tmp_path, "c3", entries[:1], expect="divergence")
-    runner = tdiff.Runner(opts.with_(corpus_more=(c3,)))
+    runner = tdiff.Runner(opts.with_(corpus_more=(c1, c3)))
     result = runner.new_result(check)
     runner.replay_corpora(check, result, runner.judge(check, result))
     assert result.status == "error" and any("conflict" in n and '"expect"' in n for n in result.notes)
@@ -454,7 +456,7 @@ def _fuzz(tmp_path: Path, name: str, db: str, camp: Path, until) -> str:
     env["TMPDIR"] = str(tmp_path)  # (this test's own GPU slots)
     cmd = [str(HYPOTHESIS), "fuzz", "-n", "1", "--no-dashboard", "--", *_plugin_args(), "--tdiff",
            "--tdiff-fuzz-targets", "--tdiff-isolation", "none", "--tdiff-backends", "interpreter",
-           "--tdiff-corpus", str(tmp_path / name), "--tdiff-repro-dir", "none", "--tdiff-database", db,
+           "--tdiff-run-dir", str(tmp_path / name), "--tdiff-repro-dir", "none", "--tdiff-database", db,
            "--tdiff-campaign", str(camp / name), "tests/fuzz_kernels.py"]
     proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)

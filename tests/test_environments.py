@@ -78,6 +78,17 @@ def test_a_lane_in_another_environment_runs_and_is_compared():
     res = _lane(sys.executable)  # this Python, started as another environment (its own worker, its own paths)
     assert res.status == "passed" and res.judged == res.cases > 0
     assert f"interpreter@{sys.executable}" in res.opinions and res.seconds.get(f"interpreter@{sys.executable}", 0) > 0
+    # a pass names both environments' versions: in its summary line, its record (--tdiff-json) and the totals
+    from tdiff.execute.environments import versions_here
+    from tdiff.record.summary import check_lines, record, total_lines
+
+    here = versions_here()
+    assert res.environments == {f"interpreter@{sys.executable}": probe(sys.executable)} and res.here == here
+    s = record(res)
+    assert s["environments"] == res.environments and s["here"] == here
+    line = check_lines(s)[0]
+    assert f"environments: interpreter@{sys.executable}: triton " in line and f"; here: {here}; no divergence" in line
+    assert any(ln.startswith(f"tdiff: environments: interpreter@{sys.executable}: ") for ln in total_lines([s]))
 
 
 def test_a_divergence_between_environments_names_both_versions(tmp_path):

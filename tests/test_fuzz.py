@@ -68,13 +68,13 @@ def test_pytest_collects_checks_as_hypothesis_functions(pytester):
 @pytest.mark.skipif(not Path(sys.executable).with_name("hypothesis").exists(), reason="HypoFuzz is not installed")
 def test_a_bounded_hypofuzz_run_finds_a_planted_bug(tmp_path):
     pytest.importorskip("hypofuzz")
-    corpus = tmp_path / "corpus"
+    corpus = tmp_path / "run" / "corpus"  # (new entries go to the run directory's corpus)
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS")}
     env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(tmp_path / "hyp")
     env["PYTHONPATH"] = str(ROOT)
     cmd = [str(Path(sys.executable).with_name("hypothesis")), "fuzz", "-n", "1", "--no-dashboard", "--",
            *_plugin_args(), "--tdiff", "--tdiff-fuzz-targets", "--tdiff-isolation", "none",
-           "--tdiff-corpus", str(corpus), "--tdiff-repro-dir", "none", "tests/fuzz_kernels.py"]
+           "--tdiff-run-dir", str(tmp_path / "run"), "--tdiff-repro-dir", "none", "tests/fuzz_kernels.py"]
     proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:

@@ -83,7 +83,10 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
     assert 'name="tdiff_verdict" value="disagrees with reference"' in xml
     assert 'name="tdiff_reproducer"' in xml
     assert 'name="tdiff_compared" value="interpreter (+trace), reference"' in xml
-    assert list((project.path / "corp" / "broken").iterdir())
+    assert list((project.path / "out" / "broken").iterdir())
+    # the corpus named is replayed, never written: new entries go to the run directory's corpus
+    assert not (project.path / "corp").exists()
+    assert list((project.path / ".tdiff" / "corpus" / "broken").iterdir())
     # the next run replays the corpus entry first
     again = project.runpytest_subprocess("--tdiff", "-k", "broken", "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
     assert "replayed from corpus entry" in again.stdout.str()
@@ -97,12 +100,18 @@ def test_options_from_ini_and_command_line(project):
 
 
 def test_xdist_spreads_checks_and_merges_results(project):
-    result = project.runpytest_subprocess("--tdiff", "-n", "2", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
+    import json
+
+    result = project.runpytest_subprocess("--tdiff", "-n", "2", "--tdiff-corpus=none", "--tdiff-repro-dir=none",
+                                          "--tdiff-json", "run.json")
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
-    assert "PASSED  kernels.ops::twice[tdiff]: 4 cases" in out
-    assert "FAILED  kernels.ops::broken[tdiff]" in out
-    assert "tdiff: 2 checks" in out
+    assert "FAILED  kernels.ops::broken[tdiff]: disagrees with reference" in out
+    assert "tdiff: 2 checks" in out and "; 1 passed, 1 failed; " in out
+    checks = {c["id"]: c for c in json.loads((project.path / "run.json").read_text())["checks"]}
+    twice = checks["kernels.ops::twice[tdiff]"]  # (a worker's record, carried to the controller)
+    assert twice["cases"] == 4 and twice["outcome"] == "PASSED"
+    assert checks["kernels.ops::broken[tdiff]"]["outcome"] == "FAILED"
 
 
 def test_xdist_workers_are_pinned_to_gpus_round_robin(monkeypatch):
@@ -128,8 +137,8 @@ def test_worker_lanes_get_their_gpu(monkeypatch):
 def test_compile_budget_option_and_the_compiles_in_the_summary(project, monkeypatch):
     root = Path(__file__).resolve().parents[1]  # so the workers import the fake compiling backend
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    result = project.runpytest_subprocess(
-        "--tdiff", "-k", "twice", "--tdiff-examples", "12", "--tdiff-max-compiles", "1",
+    result = project.runpytest_subprocess(  # (-v: each check's own lines, its notes among them)
+        "--tdiff", "-v", "-k", "twice", "--tdiff-examples", "12", "--tdiff-max-compiles", "1",
         "--tdiff-backends", "tests.faulty:FakeCompiling,interpreter", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()

@@ -19,6 +19,12 @@ PROFILES: dict[str, tuple[int, bool, bool]] = {
 }
 
 
+#: the run directory's default name, beside .pytest_cache
+RUN_DIR = ".tdiff"
+#: the corpus kept under version control, which CI replays (`tdiff corpus promote` moves reviewed entries there)
+TRACKED_CORPUS = "corpus"
+
+
 def default_profile() -> str:
     return "ci" if os.environ.get("CI") else "dev"
 
@@ -33,9 +39,13 @@ class RunOptions:
     seed: int | None = None
     timeout: float = 60.0  # per case and backend, seconds
     isolation: str = "process"  # "process" (workers) or "none" (in this process)
-    corpus_dir: Path | None = Path("corpus")
-    corpus_more: tuple[Path, ...] = ()  # other corpora replayed beside corpus_dir (never written)
-    repro_dir: Path | None = Path("tdiff-out")
+    # the run directory: outside version control (it ignores itself), where a run writes what it finds
+    run_dir: Path | None = Path(RUN_DIR)
+    corpus_dir: Path | None = Path(RUN_DIR, "corpus")  # replayed first; new corpus entries are written here
+    # other corpora replayed beside corpus_dir, never written; None: the tracked corpus (`corpus/`) when corpus_dir
+    # is the run directory's, else none (a corpus_dir given on its own is the whole corpus, as it always was)
+    corpus_more: tuple[Path, ...] | None = None
+    repro_dir: Path | None = Path(RUN_DIR, "repro")
     replay: bool = True  # replay corpus entries before drawing new cases
     shrink_budget: float = 60.0
     verdict: bool = True
@@ -51,12 +61,44 @@ class RunOptions:
     targeting: bool = False
     # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.thresholds)
     thresholds: bool = True
+    # name the compiler pass after which a `compiled wrong` case goes wrong (tdiff.execute.stages; needs a GPU)
+    localize: bool = False
     gpu: int | None = None
     shard: tuple[int, int] | None = None  # (K, N): only the checks of shard K of N run (tdiff.shard)
     campaign_dir: Path | None = None  # where fuzz targets record a campaign (tdiff.campaign)
 
     def with_(self, **changes: Any) -> RunOptions:
         return replace(self, **changes)
+
+    def corpora(self) -> list[Path]:
+        """The corpora a check replays, the one new entries go to (`corpus_dir`) first; none without it."""
+        if self.corpus_dir is None:
+            return []
+        more = self.corpus_more
+        if more is None:
+            default = self.run_dir is not None and Path(self.corpus_dir) == Path(self.run_dir, "corpus")
+            more = (Path(TRACKED_CORPUS),) if default else ()
+        out = [Path(self.corpus_dir)]
+        for p in more:
+            if Path(p).resolve() not in {q.resolve() for q in out}:
+                out.append(Path(p))
+        return out
+
+
+def prepare_run_dir(run_dir: Path | None, *paths: Path | None) -> None:
+    """Before writing under `run_dir`: create it with a `.gitignore` holding `*` (as pytest does for
+    `.pytest_cache`), so that nothing a run writes there shows in `git status`. Paths outside it are left
+    alone (a corpus or reproducer folder named elsewhere)."""
+    if run_dir is None:
+        return
+    root = Path(run_dir).resolve()
+    if paths and not any(p is not None and (Path(p).resolve() == root or root in Path(p).resolve().parents)
+                         for p in paths):
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    ignore = root / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# written by tdiff: this run directory is never committed\n*\n")
 
 
 def hypothesis_settings(opts: RunOptions, max_examples: int | None = None) -> hsettings:

@@ -1,11 +1,14 @@
 """The search: hypothesis draws cases for a check, each is judged, the first failing case stops it.
 
 Cases past the check's compile budget still run every opinion that needs no compile (the
-interpreter against the reference, or against itself), so nothing drawn is thrown away.
+interpreter against the reference, or against itself), so nothing drawn is thrown away. A search draws
+at most `max_examples` cases, judged or not, and stops early when none can be judged; a derandomized one
+is seeded by the check's id alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +32,19 @@ class _Diverged(Exception):
 
 
 class _Hopeless(BaseException):
-    """Every case so far was set aside for the same known reason: more draws will not be judged."""
+    """Every case so far was set aside: more draws will not be judged."""
+
+
+class _Enough(BaseException):
+    """The search drew its `max_examples` cases (judged or not)."""
 
 
 #: stop a search after this many cases in a row that could not be judged, none judged before
 GIVE_UP_AFTER = 10
+#: stop it sooner, after this many, when each hit the same interpreter limitation (`tdiff.core.limitations`):
+#: more cases would only build their inputs to be set aside again
+SAME_LIMITATION_STOP = 3
+LIMITATION = "interpreter limitation: "
 
 
 @dataclass
@@ -59,9 +70,34 @@ def guide(ev: Evidence) -> None:
     hypothesis.target(float(lines), label=LINES_RUN)
 
 
+def stable_seed(check_id: str) -> int:
+    """The seed of a derandomized search: the same for a check on every machine and every version of tdiff."""
+    return int.from_bytes(hashlib.sha256(check_id.encode()).digest()[:8], "big")
+
+
+def _hopeless(result: Any, recent: list[str]) -> str | None:
+    """Why the search should stop for good, none of its cases judged: the last cases all hit the same
+    interpreter limitation, or too many in a row were not judged. None while it may go on."""
+    if result.judged > 0:
+        return None
+    last = recent[-SAME_LIMITATION_STOP:]
+    if len(last) == SAME_LIMITATION_STOP and len(set(last)) == 1 and last[0].startswith(LIMITATION):
+        return (f"stopped after {len(recent)} cases: each hit the same {last[0]}; no case could be judged, and "
+                "more would only build their inputs to be set aside again")
+    if len(recent) >= GIVE_UP_AFTER:
+        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
+        return f"no case could be judged: {reasons}; stopped after {GIVE_UP_AFTER} cases"
+    return None
+
+
 def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any],
-           ahead: Callable[[list[Case]], None] | None = None) -> Found | None:
+           ahead: Callable[[list[Case]], None] | None = None,
+           on_case: Callable[[str], None] | None = None) -> Found | None:
     """Run the check's hypothesis search; the first failing case (as hypothesis shrank it), or None.
+
+    The search draws at most `max_examples` cases, judged or not (cases hypothesis runs while shrinking a
+    failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
+    `on_case`, if given, is called after each case with what the search is doing (its phase).
 
     `ahead`, if given, first sees the cases the search is about to draw: the search runs once with
     a test that only collects them (hypothesis draws the same cases again: the same test function,
@@ -70,12 +106,22 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
     last: dict[str, Found] = {}
     pending: dict[str, Any] = {}
     compile_free = judge.opinions.without_compiled()
+    settings = hypothesis_settings(options, check.max_examples)
+    result.max_examples = settings.max_examples
+    not_judged: list[str] = []  # the reasons of the cases not judged, none judged yet
+
+    def unskip(drawn: tuple | None) -> None:
+        # the budget counts each layout it turned away; only the search's cases run without the compiled
+        # backend count (the caveat), not draws hypothesis discarded, shrinking runs, or cases of another layout
+        if drawn is not None and not drawn[1]:
+            budget.skipped -= 1
 
     def admit(skeleton: Case) -> bool:
         # past the budget, cases needing new specializations run without the compiled backend;
         # decided before the values are drawn, once per layout (shrinking included)
         if "preview" in pending:
             return True
+        unskip(pending.get("drawn"))  # (hypothesis discarded that draw: its skeleton never ran)
         layout = layout_of(skeleton)
         ok, keys = budget.decide(layout, lambda: predict(skeleton))
         pending["drawn"] = (layout, ok, keys)
@@ -88,8 +134,11 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
         drawn = pending.pop("drawn", None)
         compiled = True
         keys = None
+        shrinking = "found" in last  # hypothesis shrinks the failing case: runs apart from the search's cases
         if drawn is not None and drawn[0] == layout_of(case):
             compiled, keys = drawn[1], drawn[2]
+        if drawn is not None and (shrinking or drawn[0] != layout_of(case)):
+            unskip(drawn)
         opinions = judge.opinions if compiled or compile_free is None else compile_free
         before, before_s = result.compiles, result.compile_seconds
         verdict, ev = judge.verdict(case, opinions=opinions)
@@ -98,43 +147,64 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
             if not reported and any(k == "compiled" for k in opinions.kinds):
                 reported = list(keys if keys is not None else (predict(case) or ()))
             budget.ran(reported, result.compiles - before, result.compile_seconds - before_s)
-        elif not compiled:
+        elif not compiled and not shrinking:
             result.caveat("budget", "past the compile budget: compared without the compiled backend")
-        result.cases += 1
-        judge.account(verdict, ev)
+        if shrinking:
+            result.search_shrinks += 1
+        else:
+            result.cases += 1
+            judge.account(verdict, ev)
+        if on_case is not None:
+            on_case("shrinking (hypothesis)" if shrinking or verdict.failed else "searching")
         guide(ev)
-        if verdict.label == NOT_JUDGED:
-            result.discarded[verdict.reasons[0] if verdict.reasons else "not judged"] += 1
-            if result.judged == 0 and sum(result.discarded.values()) >= GIVE_UP_AFTER:
-                raise _Hopeless()
-            hypothesis.reject()
         if verdict.failed:
             if result.first_failure is None:
                 result.first_failure = result.cases
             last["found"] = Found(case, verdict, ev)
-            raise _Diverged(str(verdict))
+            raise _Diverged(str(verdict))  # (one place: hypothesis tells failures apart by where they were raised)
+        if verdict.label == NOT_JUDGED and not shrinking:
+            reason = verdict.reasons[0] if verdict.reasons else "not judged"
+            result.discarded[reason] += 1
+            not_judged.append(reason)
+            why = _hopeless(result, not_judged)
+            if why:
+                result.stopped = why
+                raise _Hopeless()
+        if not shrinking and result.cases >= settings.max_examples:
+            raise _Enough()
+        if verdict.label == NOT_JUDGED:
+            hypothesis.reject()
 
-    settings = hypothesis_settings(options, check.max_examples)
     found = thresholds(jit_function(check.kernel), check.launch) if options.thresholds else ()
     wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None, found))(test))
     inner = wrapped.hypothesis.inner_test  # type: ignore[attr-defined]
     inner._hypothesis_internal_add_digest = check.id.encode()
     if options.seed is not None:
         wrapped = hypothesis.seed(options.seed)(wrapped)
+    elif settings.derandomize:
+        # hypothesis would seed a derandomized run from a digest of `test`'s source: every edit of this
+        # function would draw other cases in CI. The check's id alone decides them.
+        wrapped = hypothesis.seed(stable_seed(check.id))(wrapped)
     if ahead is not None:
         pending["preview"] = []
         try:
             wrapped()
         except Exception as exc:  # drawing failed: the search proper will say why
             result.notes.append(f"compiling ahead: drawing the cases failed ({type(exc).__name__}: {exc})")
-        ahead(pending.pop("preview"))
+        ahead(pending.pop("preview")[:settings.max_examples])
+    if on_case is not None:
+        on_case("searching")
     try:
-        wrapped()
+        try:
+            wrapped()
+        finally:
+            unskip(pending.pop("drawn", None))
     except _Diverged:
         return last["found"]
+    except _Enough:
+        pass
     except _Hopeless:
-        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
-        result.notes.append(f"no case could be judged: {reasons}; stopped after {GIVE_UP_AFTER} cases")
+        result.notes.append(result.stopped)
         return None
     except HangBudgetSpent:
         result.notes.append(f"hangs cost more than the per-case timeout ({judge.timeouts.base:g} s): the search "

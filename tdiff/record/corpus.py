@@ -40,6 +40,22 @@ def _versions() -> dict[str, str]:
             "python": platform.python_version()}
 
 
+def triton_here() -> str:
+    """This process's Triton version (tdiff's workers share its environment)."""
+    import triton
+
+    return triton.__version__
+
+
+def other_triton(meta: dict) -> str | None:
+    """`triton X` when an entry was recorded under another Triton than this process's, else None (also for
+    entries that recorded no version)."""
+    recorded = (meta.get("versions") or {}).get("triton")
+    if not recorded or recorded == triton_here():
+        return None
+    return f"triton {recorded}"
+
+
 def _rel(path: str | None) -> str | None:
     if path is None:
         return None

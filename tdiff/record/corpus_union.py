@@ -1,5 +1,6 @@
-"""Several corpora as one: their union (what `tdiff replay DIR1 DIR2` and `pytest --tdiff` replay), and
-merging corpora into one (`tdiff corpus merge`).
+"""Several corpora as one: their union (what `tdiff replay DIR1 DIR2` and `pytest --tdiff` replay),
+merging corpora into one (`tdiff corpus merge`), and moving reviewed entries from the run directory's
+corpus into the one under version control (`tdiff corpus promote`).
 
 Entries are content-addressed (`<kernel>/<check->case digest>`, `Entry.key`), so the same case found
 on two machines has the same key in both corpora. The union keeps each key once: copies that agree on
@@ -11,6 +12,8 @@ makes them agree.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusError
-from .corpus import Entry, all_entries, entries_for
+from .corpus import ENTRY, Entry, all_entries, entries_for
 
 
 @dataclass
@@ -146,3 +149,72 @@ def _copy(entry: Entry, dest: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+@dataclass
+class PromoteReport:
+    moved: list[Path] = field(default_factory=list)
+    already: list[Path] = field(default_factory=list)  # the same entry was there: the local copy was removed
+    conflicts: list[Conflict] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.conflicts and not self.unreadable
+
+    def describe(self) -> str:
+        return (f"{len(self.moved)} moved, {len(self.already)} already there (local copy removed), "
+                f"{len(self.conflicts)} conflict(s), {len(self.unreadable)} unreadable (left where they are)")
+
+
+def promote(paths: Sequence[Path], dest: Path, expect: str | None = None) -> PromoteReport:
+    """Move reviewed entries (each path an entry, a kernel's folder of entries or a whole corpus, usually
+    under the run directory's corpus) into `dest`, the corpus CI replays; with `expect`, set their
+    "expect" ("pass": a regression test; "divergence": a known bug outside the kernel) on the way. An entry
+    `dest` already holds the same is not copied again (its local copy goes); one it holds otherwise is a
+    conflict, left where it is. Raises CorpusError if a path does not exist or holds no entry."""
+    dest = Path(dest)
+    report = PromoteReport()
+    for p in paths:
+        found = all_entries(Path(p)) if Path(p).exists() else None
+        if not found:
+            raise CorpusError(f"{p}: no corpus entry there")
+        for entry in found:
+            _promote_one(entry, dest, expect, report)
+    return report
+
+
+def _promote_one(entry: Entry, dest: Path, expect: str | None, report: PromoteReport) -> None:
+    try:
+        ident = entry.replay_identity()  # (reads it whole)
+    except CorpusError as exc:
+        report.unreadable.append(str(exc))
+        return
+    if expect is not None and ident["expect"] != expect:
+        ident = {k: v for k, v in ident.items() if k != "divergence"}
+        ident["expect"] = expect
+        if expect == "divergence":
+            d = entry.meta().get("divergence") or {}
+            ident["divergence"] = {"kind": d.get("kind"), "targets": sorted(d.get("targets") or [])}
+    there = dest / entry.path.parent.name / entry.path.name
+    if there.exists() and there.resolve() != entry.path.resolve():
+        diffs = _differences([Entry(there), entry], [_identity(Entry(there)), ident])
+        if diffs:
+            report.conflicts.append(Conflict(entry.key, [Entry(there), entry], diffs))
+            return
+        shutil.rmtree(entry.path)
+        report.already.append(there)
+    elif not there.exists():
+        report.moved.append(_copy(entry, dest))
+        shutil.rmtree(entry.path)
+        with contextlib.suppress(OSError):
+            entry.path.parent.rmdir()  # (its kernel's folder, once empty)
+    if expect is not None:
+        _set_expect(there, expect)
+
+
+def _set_expect(path: Path, expect: str) -> None:
+    meta = Entry(path).meta()
+    if meta.get("expect", "pass") != expect:
+        meta["expect"] = expect
+        (path / ENTRY).write_text(json.dumps(meta, indent=2) + "\n")

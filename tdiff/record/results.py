@@ -58,6 +58,16 @@ class CheckResult:
     budget_beyond: int = 0  # compiles past the budget
     hang_timeout: float | None = None  # the shortened per-case timeout after a hang
     first_failure: int | None = None  # which searched case failed first (1: the first one drawn)
+    max_examples: int | None = None  # the most cases the search may draw (judged or not)
+    stopped: str = ""  # why the search stopped before drawing max_examples cases, if it did
+    search_shrinks: int = 0  # runs of hypothesis's shrinking of the first failing case (not counted as cases)
+    # specialization classes of kernel arguments no case compiled ("k argument 0: never compiled ..."), and
+    # those the compile budget skipped although drawn cases brought them
+    spec_classes: list[str] = field(default_factory=list)
+    spec_skipped: list[str] = field(default_factory=list)
+    environments: dict[str, str] = field(default_factory=dict)  # backend in another environment -> its versions
+    here: str = ""  # this environment's versions, where another environment ran
+    other_versions: Counter = field(default_factory=Counter)  # replayed entries recorded under another Triton
     # kernel coverage over the interpreter's runs: "file:line:function" -> lines run / lines with code
     lines_run: dict[str, set[int]] = field(default_factory=dict)
     lines_executable: dict[str, frozenset[int]] = field(default_factory=dict)

@@ -5,22 +5,29 @@ compared, every caveat a pass carries and every shim the interpreter needed is n
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..execute.interpreter.shims import DESCRIPTIONS as SHIMS
 
 
 def record(result: Any) -> dict:
-    """A check result as plain data."""
+    """A check result as plain data (what travels from an xdist worker, what --tdiff-json holds)."""
     return {
         "id": result.check_id,
         "status": result.status,
         "opinions": list(result.opinions),
         "compared": result.compared,
+        "environments": dict(result.environments),  # a backend in another environment -> its versions
+        "here": result.here,  # this environment's versions, where another one ran
         "cases": result.cases,
+        "max_examples": result.max_examples,
         "judged": result.judged,
         "discarded": dict(result.discarded),
+        "stopped": result.stopped or None,
         "caveats": result.caveat_lines(),
+        "caveat_counts": dict(result.caveats),
+        "caveat_examples": dict(result.caveat_examples),
         "shims": dict(result.shims),
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "compiles": result.compiles,
@@ -29,12 +36,18 @@ def record(result: Any) -> dict:
         "ahead": result.ahead,
         "budget_skipped": result.budget_skipped,
         "budget_beyond": result.budget_beyond,
+        "spec_classes": list(result.spec_classes),
+        "spec_skipped": list(result.spec_skipped),
         "hang_timeout": result.hang_timeout,
         "wall": round(result.wall, 3),
         "replayed": [list(x) for x in result.replayed],
+        "other_versions": dict(result.other_versions),
+        "search_shrinks": result.search_shrinks,
         "divergences": [{
             "verdict": d.verdict.label,
             "failed": d.verdict.failed,
+            "reasons": list(d.verdict.reasons[:4]),
+            "case": d.case.describe(),
             "shrunk": d.shrink.describe() if d.shrink else None,
             "repro": str(d.repro_path) if d.repro_path else None,
             "repro_note": d.repro_note or None,
@@ -47,8 +60,9 @@ def record(result: Any) -> dict:
     }
 
 
-def check_lines(s: dict) -> list[str]:
-    """The summary of one check: a status line, then its divergences, caveats and notes."""
+def check_lines(s: dict, label: str | None = None) -> list[str]:
+    """The summary of one check: a status line (labelled `label`, pytest's outcome where given, else tdiff's
+    status), then its divergences, caveats and notes."""
     verdicts: dict[str, int] = defaultdict(int)
     for d in s["divergences"]:
         verdicts[d["verdict"]] += 1
@@ -63,8 +77,9 @@ def check_lines(s: dict) -> list[str]:
         comp += (f", {ahead['compiles']} compiled ahead by {ahead['workers']} worker(s) beside the search "
                  f"({ahead['compile_seconds']:.1f}s of compiles)")
     judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
-    lines = [f"{s['status'].upper():7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}; "
-             f"{vtext}; {s['wall']:.1f}s ({times}{comp})"]
+    label = label or s["status"].upper()
+    lines = [f"{label:7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}"
+             f"{environments(s)}; {vtext}; {s['wall']:.1f}s ({times}{comp})"]
     for d in s["divergences"]:
         if d["shrunk"]:
             lines.append(f"          shrunk: {d['shrunk']}")
@@ -82,6 +97,8 @@ def check_lines(s: dict) -> list[str]:
         lines.append(f"          interpreter: worked around {name} in {n} case(s): {SHIMS.get(name, name)}")
     for text in s.get("never_ran") or ():
         lines.append(f"          kernel code no case ran: {text}")
+    for text in s.get("spec_classes") or ():
+        lines.append(f"          specialization classes: {text}")
     if s.get("hang_timeout"):
         lines.append(f"          after a hang, runs of this check waited at most {s['hang_timeout']:.1f}s")
     for n in s["notes"]:
@@ -93,11 +110,22 @@ def check_lines(s: dict) -> list[str]:
     return lines
 
 
-def total_lines(summaries: list[dict]) -> list[str]:
+def environments(s: dict) -> str:
+    """`; environments: interpreter@/venv/bin/python: triton 3.9.0, ...; here: triton 3.6.0, ...` where a
+    backend ran in another environment, else ''."""
+    others = s.get("environments") or {}
+    if not others:
+        return ""
+    return "; environments: " + "; ".join(f"{k}: {v}" for k, v in others.items()) + f"; here: {s.get('here')}"
+
+
+def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: bool = True) -> list[str]:
+    """The run's totals: checks (with pytest's outcomes, where `labels` gives them), cases, time in each
+    backend, compiles; the shims used (unless `shims` is False: the table counts them) and why these opinions."""
     totals: dict[str, float] = defaultdict(float)
     cases = judged = compiles = loads = replayed = ahead = 0
     compile_seconds = 0.0
-    shims: dict[str, int] = defaultdict(int)
+    used: dict[str, int] = defaultdict(int)
     for s in summaries:
         cases += s["cases"]
         replayed += len(s.get("replayed") or ())
@@ -109,7 +137,7 @@ def total_lines(summaries: list[dict]) -> list[str]:
         for k, v in s["seconds"].items():
             totals[k] += v
         for k, v in s["shims"].items():
-            shims[k] += v
+            used[k] += v
     t = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(totals.items()))
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
     if loads:
@@ -117,11 +145,157 @@ def total_lines(summaries: list[dict]) -> list[str]:
     if ahead:
         comp += f" ({ahead} of them compiled ahead of use by compile workers)"
     entries = f" and {replayed} corpus entries" if replayed else ""
-    lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged); "
+    outcomes = f"; {outcome_counts(labels)}" if labels else ""
+    lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged){outcomes}; "
              f"time in backends: {t}{comp}"]
-    if shims:
+    if used and shims:
         lines.append("tdiff: stock TRITON_INTERPRET=1 would differ or fail where tdiff's interpreter used "
-                     + ", ".join(f"{k} ({v} cases)" for k, v in sorted(shims.items())))
-    for note in sorted({s.get("pair_note") for s in summaries if s.get("pair_note")}):
-        lines.append(f"tdiff: {note}")
+                     + ", ".join(f"{k} ({v} cases)" for k, v in sorted(used.items())))
+    notes: dict[str, int] = defaultdict(int)
+    for s in summaries:  # (those without a reference are a row of the table)
+        if s.get("pair_note") and (shims or "no reference" not in s["pair_note"]):
+            notes[s["pair_note"]] += 1
+    for note, n in sorted(notes.items()):
+        lines.append(f"tdiff: {note}" + (f" ({n} of {len(summaries)} checks)" if n < len(summaries) else ""))
+    for text in sorted({environments(s) for s in summaries} - {""}):
+        lines.append(f"tdiff: {text.removeprefix('; ')}")
     return lines
+
+
+# ---------------------------------------------------------------- the compact run summary
+
+#: how long an example in the table, or a case in a one-line block, may be
+EXAMPLE_CHARS = 200
+#: how long a row of the table's text may be (kind and example)
+ROW_CHARS = 150
+#: a check's block lists at most this many notes
+BLOCK_NOTES = 6
+
+
+def _cut(text: str, limit: int = EXAMPLE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def problem_lines(s: dict, label: str, reason: str = "") -> list[str]:
+    """The block of a check that did not pass, labelled as pytest labels it (FAILED, ERROR, XFAIL, XPASS,
+    XPASS(strict)): its verdicts, shrunk case and reproducer; for an XFAIL one line. `reason` is the
+    xfail mark's reason, where there is one."""
+    failed = [d for d in s["divergences"] if d["failed"]]
+    what = ", ".join(dict.fromkeys(d["verdict"] for d in failed))
+    if not what:
+        first = next((n for n in s["notes"] if n), "")
+        what = "no divergence" if s["status"] in ("passed", "skipped") else _cut(first) or s["status"]
+    count = f"{s['cases']} cases, {s['wall']:.1f}s"
+    head = f"{label:7} {s['id']}: {what}"
+    if label == "XFAIL":
+        d = failed[0] if failed else None
+        line = head + (f" on {_cut(d['case'], 80)}" if d else "") + f" ({count})"
+        if d and d["repro"]:
+            line += f"; reproducer: {d['repro']}"
+        return [line]
+    lines = [f"{head} ({count})"]
+    if reason:
+        lines.append(f"          xfail: {_cut(reason)}")
+    for d in failed:
+        where = "" if d["source"] in ("search", "fuzz") else f", {d['source']}"
+        shrunk = f" (shrunk: {d['shrunk']})" if d["shrunk"] else ""
+        lines.append(f"          case: {d['case']}{where}{shrunk}")
+        if d["repro"]:
+            lines.append(f"          reproducer: {d['repro']} (run: python {d['repro']})")
+        elif d["repro_note"]:
+            lines.append(f"          reproducer: not written ({d['repro_note']})")
+        if d["corpus"]:
+            lines.append(f"          corpus entry: {d['corpus']}")
+    notes = [n for n in s["notes"] if n != what]
+    for n in notes[:BLOCK_NOTES]:
+        lines.append(f"          note: {_cut(n, 400)}")
+    if len(notes) > BLOCK_NOTES:
+        lines.append(f"          ({len(notes) - BLOCK_NOTES} more notes: -v or --tdiff-json)")
+    return lines
+
+
+@dataclass
+class Row:
+    """One kind of thing worked around or caveated, across checks."""
+
+    kind: str
+    checks: list[str] = field(default_factory=list)  # the checks it concerns, in order
+    cases: int | None = 0  # cases it concerns (None: not counted in cases)
+    example: str = ""  # the first check's text, or the kind's description
+
+    def add(self, check: str, cases: int | None, example: str) -> None:
+        if check not in self.checks:
+            self.checks.append(check)
+        if self.cases is not None and cases is not None:
+            self.cases += cases
+        else:
+            self.cases = None
+        self.example = self.example or example
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "checks": len(self.checks), "cases": self.cases, "example": self.example,
+                "check_ids": self.checks}
+
+
+def aggregate(summaries: list[dict]) -> list[Row]:
+    """What the run worked around or caveated, one row per kind: interpreter shims, caveats of passing
+    cases, cases not judged, kernel code no case ran, specialization classes never compiled (and those the
+    compile budget skipped), shortened timeouts, corpus entries recorded under another Triton, checks with
+    fewer opinions (no reference). Counted over checks and cases; never repeated per check."""
+    rows: dict[str, Row] = {}
+
+    def row(kind: str, cases: int | None = 0) -> Row:
+        return rows.setdefault(kind, Row(kind, cases=cases))
+
+    for s in sorted(summaries, key=lambda s: s["id"]):
+        cid = s["id"]
+        for name, n in sorted(s["shims"].items()):
+            row(f"interpreter shim {name}").add(cid, n, SHIMS.get(name, name))
+        examples = s.get("caveat_examples") or {}
+        for kind, n in sorted((s.get("caveat_counts") or {}).items()):
+            row(f"passed with a caveat ({kind})").add(cid, n, examples.get(kind, ""))
+        for reason, n in sorted(s["discarded"].items()):
+            row(f"not judged: {reason}").add(cid, n, "")
+        if s.get("never_ran"):
+            row("kernel code no case ran", None).add(cid, None, s["never_ran"][0])
+        if s.get("spec_skipped"):
+            row("specialization classes the compile budget skipped", None).add(cid, None, s["spec_skipped"][0])
+        if s.get("spec_classes"):
+            row("specialization classes no case compiled", None).add(cid, None, s["spec_classes"][0])
+        if s.get("hang_timeout"):
+            row("per-case timeout shortened after a hang", None).add(
+                cid, None, f"runs waited at most {s['hang_timeout']:.1f}s")
+        for version, n in sorted((s.get("other_versions") or {}).items()):
+            row(f"corpus entries recorded under {version}").add(cid, n, "replayed under this run's Triton")
+        if s.get("pair_note") and "no reference" in s["pair_note"]:
+            row("compared without a reference", None).add(cid, None, s["pair_note"])
+    order = ("interpreter shim", "passed with a caveat", "not judged", "kernel code", "specialization", "per-case",
+             "corpus entries", "compared without")
+    return sorted(rows.values(), key=lambda r: (next(i for i, o in enumerate(order) if r.kind.startswith(o)),
+                                                -len(r.checks), r.kind))
+
+
+def table_lines(rows: list[Row]) -> list[str]:
+    """The table of `aggregate`: how many checks and cases per kind, and one example (or the description)."""
+    if not rows:
+        return []
+    lines = ["tdiff: worked around or caveated (checks, cases; each check's own lines: -v, or --tdiff-json):"]
+    for r in rows:
+        cases = "-" if r.cases is None else str(r.cases)
+        text = _cut(f"{r.kind}: {r.example}" if r.example else r.kind, ROW_CHARS)
+        where = f" ({r.checks[0]}" + (f" and {len(r.checks) - 1} more)" if len(r.checks) > 1 else ")")
+        if r.kind.startswith("interpreter shim"):
+            where = ""
+        lines.append(f"  {len(r.checks):>5} {cases:>6}  {text}{where}")
+    return lines
+
+
+def outcome_counts(labels: list[str]) -> str:
+    """`3 passed, 1 failed, 2 xfailed`, from pytest's labels of the checks, in pytest's order."""
+    order = ["passed", "failed", "error", "skipped", "xfailed", "xpassed"]
+    names = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed",
+             "XPASS": "xpassed", "XPASS(strict)": "failed"}
+    counts: dict[str, int] = defaultdict(int)
+    for label in labels:
+        counts[names.get(label, label.lower())] += 1
+    return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))

@@ -1,0 +1,145 @@
+"""Collection and the test item: a module of checks (`TdiffModule`), the item of one check (`TdiffItem`),
+or, with --tdiff-fuzz-targets, a plain hypothesis test around it."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .session import session_of_item
+
+if TYPE_CHECKING:
+    from ..declaration import Check
+
+#: the user property holding a check's record (`tdiff.record.summary.record`), as JSON
+RESULTS_KEY = "tdiff_result"
+CHECK_KEY = pytest.StashKey["Check"]()  # the check an item runs (a TdiffItem, or a fuzz target's Function)
+
+
+class TdiffModule(pytest.Module):
+    """A module under tdiff_paths: its items are the checks it declares, nothing else."""
+
+    def collect(self) -> list[pytest.Item]:
+        from ..declaration import declared_in
+
+        mod = self.obj
+        return [make_item(self, c) for c in declared_in(mod.__name__)]
+
+
+def make_item(parent: pytest.Collector, check: Check) -> pytest.Item:
+    """The check's item: a TdiffItem (its search, shrinking, report), or, with --tdiff-fuzz-targets, a
+    pytest.Function around a hypothesis test of one case per example (HypoFuzz fuzzes those)."""
+    if not parent.config.getoption("tdiff_fuzz_targets"):
+        return TdiffItem.from_parent(parent, name=check.item_name, check=check)
+    from ..drive.fuzz import hypothesis_test
+
+    session = session_of_item(parent)
+    item = pytest.Function.from_parent(parent, name=check.item_name,
+                                       callobj=hypothesis_test(check, session.get_runner, session.get_recorder))
+    item.stash[CHECK_KEY] = check
+    item.add_marker("tdiff")
+    for mark in getattr(check, "marks", ()) or ():
+        item.add_marker(mark)
+    return item
+
+
+class TdiffFailure(Exception):
+    """A check failed; the message is tdiff's report."""
+
+
+class TdiffItem(pytest.Item):
+    def __init__(self, *, check: Check, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.check = check
+        self.stash[CHECK_KEY] = check
+        self.add_marker("tdiff")
+        for mark in getattr(check, "marks", ()) or ():
+            self.add_marker(mark)
+
+    def runtest(self) -> None:
+        from ..record.summary import record
+
+        session = session_of_item(self)
+        with session.progress.running(self.nodeid, self.check.id):
+            result = session.get_runner().run_check(self.check)
+        summary = record(result)
+        self.user_properties += properties(result, summary)
+        if result.status in ("failed", "error"):
+            raise TdiffFailure(result.report() or "; ".join(result.notes))
+        if result.status == "skipped":
+            pytest.skip("; ".join(result.notes) or "no case could be judged")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        """tdiff's report as it is (no traceback); pytest's short summary, which in CI repeats a message
+        whole, gets its first line."""
+        if not isinstance(excinfo.value, TdiffFailure):
+            return super().repr_failure(excinfo)
+        rep = excinfo.getrepr(style="value")
+        crash = getattr(rep, "reprcrash", None)
+        if crash is not None:
+            crash.message = str(excinfo.value).split("\n", 1)[0]
+        return rep
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"{self.name} (tdiff)"
+
+
+def properties(result: Any, summary: dict) -> list[tuple[str, str]]:
+    """The JUnit properties of a check's item: its whole record, and the `tdiff_*` properties CI reads."""
+    out = [(RESULTS_KEY, json.dumps(summary)), ("tdiff_compared", result.compared)]
+    if result.environments:
+        out.append(("tdiff_environments", json.dumps({**result.environments, "here": result.here})))
+    if result.discarded:
+        out.append(("tdiff_not_judged", json.dumps(dict(result.discarded))))
+    if summary["caveats"]:
+        out.append(("tdiff_caveats", json.dumps(summary["caveats"])))
+    if summary["never_ran"]:
+        out.append(("tdiff_never_ran", json.dumps(summary["never_ran"])))
+    failed = result.failures
+    if failed:
+        out.append(("tdiff_verdict", ", ".join(d.verdict.label for d in failed)))
+        paths = [str(d.repro_path) for d in failed if d.repro_path]
+        if paths:
+            out.append(("tdiff_reproducer", ", ".join(paths)))
+    return out
+
+
+def _in_tdiff_paths(config: pytest.Config, path: Path) -> bool:
+    root = Path(str(config.rootpath))
+    for p in config.getini("tdiff_paths"):
+        try:
+            path.resolve().relative_to((root / p).resolve())
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+def _is_test_module(config: pytest.Config, path: Path) -> bool:
+    return any(fnmatch.fnmatch(path.name, pat) for pat in config.getini("python_files"))
+
+
+def collects_as_module(config: pytest.Config, path: Path) -> bool:
+    """Whether a file is collected as a `TdiffModule`: a module under tdiff_paths that is not a test module
+    (pytest collects those, and `add_declared_checks` adds their checks)."""
+    if path.suffix != ".py" or path.name in ("conftest.py", "__init__.py") or path.name.startswith("_"):
+        return False
+    return _in_tdiff_paths(config, path) and not _is_test_module(config, path)
+
+
+def add_declared_checks(collector: pytest.Collector, report: pytest.CollectReport) -> None:
+    """Add to a test module's collected items an item for each check the module declares (on its own
+    kernels or on kernels imported from elsewhere, bound to a name or not)."""
+    if not isinstance(collector, pytest.Module) or isinstance(collector, TdiffModule):
+        return
+    path = Path(str(collector.path))
+    if report.outcome != "passed" or collects_as_module(collector.config, path):
+        return  # (a module under tdiff_paths named on the command line: its TdiffModule has the checks)
+    from ..declaration import declared_in
+
+    module = getattr(collector.obj, "__name__", None)
+    report.result.extend(make_item(collector, c) for c in declared_in(module))

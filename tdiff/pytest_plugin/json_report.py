@@ -1,0 +1,50 @@
+"""The --tdiff-json file: every check's record with its pytest outcome, the table of what was worked
+around or caveated, and the run's totals."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+#: the file's format; a reader checks it
+FORMAT = 1
+
+
+def payload(ran: list[Any]) -> dict:
+    """What the file holds, from the checks that ran (`session.Ran`)."""
+    from ..record.summary import aggregate, outcome_counts
+
+    records = [r.record for r in ran]
+    totals = {
+        "checks": len(ran),
+        "outcomes": {label: sum(1 for r in ran if r.label == label) for label in sorted({r.label for r in ran})},
+        "outcome_text": outcome_counts([r.label for r in ran]),
+        "cases": sum(s["cases"] for s in records),
+        "judged": sum(s["judged"] for s in records),
+        "not_judged": sum(sum(s["discarded"].values()) for s in records),
+        "corpus_entries_replayed": sum(len(s.get("replayed") or ()) for s in records),
+        "compiles": sum(s["compiles"] for s in records),
+        "compile_seconds": round(sum(s["compile_seconds"] for s in records), 3),
+        "seconds": _sum_seconds(records),
+        "wall": round(sum(s["wall"] for s in records), 3),
+    }
+    return {"format": FORMAT, "totals": totals, "worked_around": [r.as_json() for r in aggregate(records)],
+            "checks": [r.as_json() for r in sorted(ran, key=lambda r: r.record["id"])]}
+
+
+def _sum_seconds(records: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for s in records:
+        for k, v in s["seconds"].items():
+            out[k] = round(out.get(k, 0.0) + v, 3)
+    return dict(sorted(out.items()))
+
+
+def write(path: Path, ran: list[Any]) -> None:
+    """Write the file (through a temporary file renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload(ran), indent=1) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,191 @@
+"""`TdiffSession`: the state of one pytest session with --tdiff (its options, runner, progress, and the
+records of the checks that ran), kept in `config.stash`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SESSION_KEY = pytest.StashKey["TdiffSession"]()
+
+
+@dataclass
+class Ran:
+    """A check that ran: its record (`tdiff.record.summary.record`) and how pytest labelled it."""
+
+    nodeid: str
+    record: dict
+    label: str  # PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS, XPASS(strict)
+    reason: str = ""  # an xfail's reason
+
+    def as_json(self) -> dict:
+        return {**self.record, "nodeid": self.nodeid, "outcome": self.label, "xfail_reason": self.reason or None}
+
+
+def session_of(config: pytest.Config) -> TdiffSession | None:
+    """The session's tdiff state; None without --tdiff."""
+    return config.stash.get(SESSION_KEY, None) if config.getoption("tdiff") else None
+
+
+def session_of_item(node: pytest.Item | pytest.Collector) -> TdiffSession:
+    return node.config.stash[SESSION_KEY]
+
+
+def get_option(config: pytest.Config, name: str) -> Any:
+    """A --tdiff-NAME option, or its ini key tdiff_NAME; None when neither is given."""
+    key = f"tdiff_{name.replace('-', '_')}"
+    value = config.getoption(key)
+    return config.getini(key) if value is None else value
+
+
+class TdiffSession:
+    """The state of one pytest session with --tdiff: options, runner, progress, the checks that ran."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from .. import options
+        from ..execute.gpus import GPUError, gpu_for_worker
+        from .progress import Progress
+
+        self.config = config
+        worker = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
+        self.xdist_worker = int(worker.group(1)) if worker else None
+        self.fuzz = bool(config.getoption("tdiff_fuzz_targets"))
+        try:
+            gpu = gpu_for_worker(self.xdist_worker) if worker else None
+            self.options = options.build(lambda name: get_option(config, name), Path(str(config.rootpath)), gpu)
+            self.summary_mode = str(get_option(config, "summary") or "short")
+            if self.summary_mode not in ("short", "full"):
+                raise ValueError(f"--tdiff-summary must be short or full, not {self.summary_mode!r}")
+            raw = get_option(config, "progress")
+            try:
+                interval = None if raw in (None, "") else float(raw)
+            except ValueError:
+                raise ValueError(f"--tdiff-progress must be a number of seconds, not {raw!r}") from None
+            json_path = get_option(config, "json")
+        except (ValueError, GPUError) as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.verbose = config.get_verbosity() > 0
+        if interval is None:
+            interval = 10.0 if self.verbose else 30.0
+        self.json_path = Path(config.invocation_params.dir, json_path) if json_path else None
+        self.progress = Progress(config, self.options.run_dir, interval, self.verbose)
+        self.runner: Any = None
+        self.recorder: Any = None
+        self.slot: int | None = None
+        self.compat: list[str] = []  # hypothesis names aliased for HypoFuzz (tdiff.drive.fuzz.hypofuzz_compat)
+        if self.fuzz:
+            from ..drive.fuzz import hypofuzz_compat
+
+            self.compat = hypofuzz_compat()
+        self.ran: list[Ran] = []
+        self.durations: dict[str, float] = {}
+
+    def pin(self) -> None:
+        """A fuzz process that xdist does not number (HypoFuzz's) claims a slot of this machine and pins its
+        GPU worker to GPU slot % count (tdiff.pinning); once, before its first worker starts."""
+        if not self.fuzz or self.xdist_worker is not None or self.slot is not None:
+            return
+        from ..execute.pinning import fuzz_process_gpu
+
+        self.slot, gpu = fuzz_process_gpu()
+        if gpu is not None:
+            self.options = self.options.with_(gpu=gpu)
+
+    def get_runner(self) -> Any:
+        if self.runner is None:
+            from ..drive.runner import Runner
+
+            self.pin()
+            self.runner = Runner(self.options, progress=self.progress)
+        return self.runner
+
+    def get_recorder(self) -> Any:
+        """The campaign recorder of this process (--tdiff-campaign), or None."""
+        if self.options.campaign_dir is None:
+            return None
+        if self.recorder is None:
+            from ..record.campaign import Recorder
+
+            self.pin()
+            self.recorder = Recorder(self.options.campaign_dir, {"slot": self.slot, "gpu": self.options.gpu,
+                                                                 "xdist_worker": self.xdist_worker})
+        return self.recorder
+
+    @property
+    def is_controller(self) -> bool:
+        """An xdist controller: it runs no tests, its workers do."""
+        config = self.config
+        return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+    def warm(self) -> None:
+        """Start the worker processes at once: their imports (torch, triton) and CUDA set-up then
+        overlap with this process's own imports and collection."""
+        if self.config.option.collectonly or self.is_controller or self.options.isolation == "none":
+            return  # (an xdist controller runs no tests: its workers warm their own)
+        from ..execute.backends.base import BackendSpec
+        from ..execute.gpus import device_count
+        from ..execute.workers import shared_pool
+
+        self.pin()
+        if self.options.backends:
+            lanes = sorted({BackendSpec.parse(b).lane if b != "metamorphic" else "gpu" for b in self.options.backends}
+                           | {"ref"})
+        else:
+            lanes = ["gpu", "cpu", "ref"] if device_count() else ["cpu", "ref"]
+        shared_pool(self.options.gpu).warm(lanes)
+
+    def header(self) -> list[str]:
+        from ..execute.gpus import device_count
+
+        opts = self.options
+        if opts.backends:
+            what = ", ".join(opts.backends)
+        elif device_count():
+            what = "compiled and interpreter"
+        else:
+            what = "interpreter (no CUDA GPU: the compiled backend is skipped)"
+        corpus = os.pathsep.join(_rel(p, self.config) for p in opts.corpora()) or "off"
+        extra = f"; shard {opts.shard[0]}/{opts.shard[1]}" if opts.shard else ""
+        if opts.database is not None:
+            from ..drive.database import describe
+
+            extra += f"; example database {describe(opts.database)}"
+        if self.compat:
+            extra += f"; for HypoFuzz, hypothesis's span_comments also named {' and '.join(self.compat)}"
+        writes = f"new entries to {_rel(opts.corpus_dir, self.config)}" if opts.corpus_dir else ""
+        repro = f"reproducers to {_rel(opts.repro_dir, self.config)}" if opts.repro_dir else "no reproducers"
+        return [f"tdiff: {what} on every case, plus each check's reference; profile {opts.profile}; "
+                f"corpus {corpus}" + (f" ({writes})" if writes else "") + f"; {repro}; isolation {opts.isolation}"
+                f"{extra}"]
+
+    def collect(self, report: pytest.TestReport) -> None:
+        """Keep the record of a check's call report, labelled as pytest labels it."""
+        from .items import RESULTS_KEY
+        from .terminal import label_of, xfail_reason
+
+        blob = dict(report.user_properties).get(RESULTS_KEY) if report.when == "call" else None
+        if blob is None:
+            return
+        summary = json.loads(blob)
+        self.ran.append(Ran(report.nodeid, summary, label_of(report), xfail_reason(report)))
+        self.durations[report.nodeid] = summary["wall"]
+
+    def close(self) -> None:
+        self.progress.stop()
+        if self.runner is not None or self.options.isolation != "none":
+            from ..execute.workers import close_shared
+
+            close_shared(wait=False)  # the workers exit on their own (CUDA teardown): no need to wait for them
+
+
+def _rel(path: Any, config: pytest.Config) -> str:
+    try:
+        return os.path.relpath(str(path), str(config.invocation_params.dir))
+    except ValueError:  # pragma: no cover (another drive)
+        return str(path)

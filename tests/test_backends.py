@@ -16,6 +16,8 @@ from tdiff.judge.targets import storage_values
 from tdiff.strategies import tensor_arg
 from tests import kernels as K
 
+pytestmark = pytest.mark.triton_matrix  # CI repeats these under every allowed Triton minor
+
 
 def split_half(second: bool) -> TensorArg:
     parent = torch.arange(24, dtype=torch.float32).reshape(4, 6)

@@ -16,6 +16,8 @@ from tdiff.execute.interpreter.scope import interpreting
 from tdiff.execute.plan import route_launches
 from tests import kernels as K
 
+pytestmark = pytest.mark.triton_matrix  # CI repeats these under every allowed Triton minor
+
 
 def _interpret(kernel, grid, *args, **kwargs):
     session = Session(InterpreterOptions())

@@ -11,9 +11,12 @@ import numpy as np
 import pytest
 
 import tdiff
+from tdiff import compat
 from tdiff.execute.interpreter import shims
 
 from . import semantics_kernels as SK
+
+pytestmark = pytest.mark.triton_matrix  # CI repeats these under every allowed Triton minor
 
 OPTS = tdiff.RunOptions(profile="ci", isolation="none", corpus_dir=None, repro_dir=None, shrink_budget=5)
 
@@ -69,11 +72,16 @@ def test_fma_once_rounds_once():
 
 def test_tl_fma_rounds_once_in_tdiffs_interpreter():
     (res,) = tdiff.verify(SK.fma_kernel, options=OPTS)
-    assert res.status == "passed" and res.shims[shims.FMA_ROUNDING] > 0
+    # (the shim is counted where it changed a value: before Triton 3.9, whose own fma rounds float32 once)
+    assert res.status == "passed" and (res.shims[shims.FMA_ROUNDING] > 0) == (not compat.fma_rounds_once())
 
 
 @pytest.mark.parametrize("shim_off", [shims.FMA_ROUNDING], indirect=True)
-def test_stock_fma_rounds_twice(shim_off):
+def test_stock_fma_rounds_twice_before_triton_3_9(shim_off):
+    if compat.fma_rounds_once():  # stock rounds float32 once itself
+        (res,) = tdiff.verify(SK.fma_kernel, options=OPTS)
+        assert res.status == "passed" and res.judged > 0
+        return
     with pytest.raises(tdiff.DivergenceError, match="disagrees with reference"):
         tdiff.verify(SK.fma_kernel, options=OPTS)
 

@@ -22,6 +22,7 @@ import triton.language as tl
 from triton.language.extra.libdevice import rsqrt
 
 import tdiff
+from tdiff import compat
 from tdiff import strategies as tst
 from tdiff.core.case import Case
 from tdiff.drive.runner import Runner
@@ -124,7 +125,7 @@ def test_flaggems_libentry_kernel_runs_without_flaggems(tmp_path):
     case = Case({"x": tensor_arg(torch.randn(2, 5, generator=torch.Generator().manual_seed(0))), "dim": -1})
     _, ev, path = _written(tmp_path, check, case)
     text = path.read_text()
-    assert "flag_gems" not in text.replace("'inlined:flag_gems.", "")  # only the namespace's name mentions it
+    assert "import flag_gems" not in text and "from flag_gems" not in text  # (the names of --live's modules stay)
     assert "tle.program_id = program_id" in text
     values, _ = _interpreted_here(path, tmp_path)
     _same_as_tdiff(values, ev, case)
@@ -165,43 +166,6 @@ def _launch_all(kernel, x, b):
 
 
 
-def test_every_shim_of_the_interpreter_has_a_standalone_copy():
-    assert set(shims.ENABLED) <= set(repro._SHIM_CODE), set(shims.ENABLED) - set(repro._SHIM_CODE)
-
-
-def test_the_reproducer_libdevice_table_matches_tdiffs():
-    ns = {"np": np}
-    exec(repro._LIBDEVICE_TABLE, ns)
-    table = ns["_LIBDEVICE"]
-    assert set(table) == set(shims.libdevice_names())
-    rng = np.random.default_rng(0)
-    samples = [rng.uniform(-3, 3, 16), rng.uniform(0.1, 3, 16), rng.uniform(-0.9, 0.9, 16)]
-    samples += [np.array([0.0, -0.0, 1.0, np.nan, np.inf, -np.inf, 2.5, -2.5])]
-    for name in shims.libdevice_names():
-        mine, predicate = table[name]
-        theirs, _, their_predicate = shims._LIBDEVICE[name]
-        assert predicate == their_predicate, name
-        arity = next(k for k in (1, 2, 3) if _takes(theirs, k))
-        for s in samples:
-            args = [s, s[::-1].copy(), np.roll(s, 1)][:arity]
-            with np.errstate(all="ignore"):
-                try:
-                    want = np.asarray(theirs(*args), np.float64)
-                except (ValueError, OverflowError):  # tdiff's own shim raises there (e.g. gamma of -inf)
-                    continue
-                got = np.asarray(mine(*args), np.float64)
-            np.testing.assert_array_equal(got, want, err_msg=name)
-
-
-def _takes(fn, k):
-    try:
-        with np.errstate(all="ignore"):
-            fn(*[np.ones(2)] * k)
-        return True
-    except TypeError:
-        return False
-
-
 def test_all_shims_in_one_kernel_compute_what_tdiffs_interpreter_computed(tmp_path):
     """A kernel that needs every shim (float argument, bf16 arithmetic, constants, atomics and reduction,
     a dtype passed to a device function, `and` between tensors, libdevice, tl.maximum with NaN): stock
@@ -217,9 +181,106 @@ def test_all_shims_in_one_kernel_compute_what_tdiffs_interpreter_computed(tmp_pa
     ran = _run(path)
     assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
     values, shims_used = _interpreted_here(path, tmp_path)
-    # every shim the run counted, and constexpr-args, which tdiff's interpreter applies without counting it
-    assert used | {"constexpr-args"} <= set(shims_used) <= set(shims.ENABLED)
-    assert set(shims.ENABLED) - set(shims_used) <= {"nan-minmax", "bf16-constants"}  # (these depend on Triton)
+    # every shim the run counted, and no other; all of them but those this Triton does not need
+    assert used == set(shims_used) <= set(shims.ENABLED)
+    assert set(shims.ENABLED) - set(shims_used) == _not_needed_here()
     for name in shims_used:
         assert f"interpreter worked around {name} (" in ran.stdout, name
     _same_as_tdiff(values, ev, case)
+
+
+def _not_needed_here() -> set[str]:
+    """The shims this Triton's stock interpreter does not need (it does what they do)."""
+    return ({shims.NAN_MINMAX} if not compat.minmax_propagates_nan() else set()) \
+        | ({shims.BF16_CONSTANTS} if compat.has_get_bf16() else set()) \
+        | ({shims.FMA_ROUNDING} if compat.fma_rounds_once() else set())
+
+
+# ------------------------------------------------------------------ --live: checking a fixed kernel
+
+_KERNEL_SOURCE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def shift(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    tl.store(out_ptr + offs, x + {step}, mask=m)
+'''
+
+
+def _launch_shift(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+def test_live_runs_the_fixed_kernel_from_its_module(tmp_path, monkeypatch):
+    """The reproducer inlines the kernel as it was; `--live` imports it from its module, so once the user fixed
+    it there, `python repro.py --live` exits 0 while the inlined copy still shows the divergence."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "live_kernel_module.py").write_text(_KERNEL_SOURCE.format(step="1.0"))  # the bug: + 1, not + 2
+    monkeypatch.syspath_prepend(str(project))
+    import live_kernel_module
+
+    check = tdiff.check(launch=_launch_shift, reference=lambda x: x + 2,
+                        x=tst.tensors(shape=(4,)))(live_kernel_module.shift).__tdiff_checks__[-1]
+    case = Case({"x": tensor_arg(torch.tensor([1.0, 2.0, 3.0, 4.0]))})
+    runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
+    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    path = repro.write(tmp_path / "repro", check, case, verdict, ev, timeout=120)  # (it exits 1: verified)
+    assert "python repro.py --live" in path.read_text() and str(project) in path.read_text()
+    (project / "live_kernel_module.py").write_text(_KERNEL_SOURCE.format(step="2.0"))  # the user's fix
+    fixed = _run(path, "--live")
+    assert fixed.returncode == 0 and "returned: equal within tolerance" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert "--live: kernels launched as their modules define them now: live_kernel_module.shift" in fixed.stdout
+    assert _run(path).returncode == 1  # the copy in the file is the kernel as it was
+    (project / "live_kernel_module.py").rename(project / "moved.py")
+    gone = _run(path, "--live")
+    assert gone.returncode == 2 and "cannot import live_kernel_module (not found)" in gone.stdout, gone.stdout
+
+
+# ------------------------------------------------------------------ what a reproducer embeds
+
+def test_the_reproducers_comparison_is_tdiffs():
+    """The runtime a reproducer embeds (rendered from source) compares as tdiff does: the tolerance formula,
+    NaN, infinities and signed zeros."""
+    from tdiff.core.tolerance import Tolerance
+    from tdiff.judge.compare import close
+
+    scope = {"__name__": "reproducer"}
+    exec(compile(repro._PRELUDE + repro._RUNTIME, "repro.py", "exec"), scope)
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-4, 4, 3000)
+    b = a * (1 + rng.uniform(-1e-5, 1e-5, a.size))
+    specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0]
+    a[:36], b[:36] = np.repeat(specials, 6), np.tile(specials, 6)
+    scale = np.abs(rng.uniform(0, 2, a.size))
+    for tol in (Tolerance(rtol=1e-6), Tolerance(rtol=1e-6, atol=1e-5, scale=1e-6, signed_zero=True),
+                Tolerance.preset("arith", "float32"), Tolerance(exact=True)):
+        spec = {"exact": tol.exact, "rtol": tol.rtol, "atol": tol.atol, "scale": tol.scale,
+                "signed_zero": tol.signed_zero, "scales": {"dtype": "float64", "values": scale.tolist()}}
+        assert np.array_equal(scope["close"](a, b, spec), close(a, b, tol, scale)), tol
+
+
+def test_the_shim_library_is_checked_as_it_is_rendered():
+    from tdiff.record.repro import library
+
+    text = library.shim_library()
+    compile(text, "library", "exec")
+    for name in ("tdiff/compat.py", "tdiff/execute/interpreter/shims.py", "tdiff/execute/interpreter/stock.py"):
+        assert f"# {'-' * 66} {name}" in text
+    bundle = library.Bundle()
+    bundle.add_source("import numpy as np\n\n\ndef f():\n    return np\n", "a.py")
+    with pytest.raises(library.RenderError, match="`f` is defined by an earlier module"):
+        bundle.add_source("def f():\n    return 1\n", "b.py")
+    with pytest.raises(library.RenderError, match="`g` .* is not defined before it"):
+        bundle.add_source("from .a import g\n", "c.py")
+    with pytest.raises(library.RenderError, match="`np` names another object"):
+        bundle.add_source("import numpy.linalg as np\n", "d.py")
+    bundle.add_source("from .a import f\nimport numpy as np\n\nx = f()\n", "e.py")  # (what came before: fine)
+    assert "from .a import" not in bundle.text()

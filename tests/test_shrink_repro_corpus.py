@@ -173,3 +173,29 @@ def test_known_divergences_are_watched_not_failed(tmp_path):
     (res,) = info.value.results
     assert (path.name, "fixed") in res.replayed and res.status == "failed" and not res.failures
     assert 'set its "expect" to "pass"' in str(info.value)
+
+
+def test_an_entry_recorded_under_another_triton_says_so_when_replayed(tmp_path):
+    import triton
+
+    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
+                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
+    verdict, ev = _judge(check, opts).verdict(case)
+    path = corpus.write(tmp_path, check, case, verdict, ev)
+    assert json.loads((path / "entry.json").read_text())["versions"]["triton"] == triton.__version__
+    clean = opts.with_(backends=("interpreter", "reference"))
+    (same,) = tdiff.verify(K.double_kernel, options=clean)
+    assert (path.name, "passed") in same.replayed and not same.other_versions  # recorded here: nothing to say
+    meta = json.loads((path / "entry.json").read_text())
+    meta["versions"]["triton"] = "3.0.0"
+    (path / "entry.json").write_text(json.dumps(meta))
+    (res,) = tdiff.verify(K.double_kernel, options=clean)
+    assert (path.name, "passed") in res.replayed and res.other_versions == {"triton 3.0.0": 1}
+    assert f"corpus entry {path} was recorded under triton 3.0.0; replayed here under triton {triton.__version__}" \
+        in res.notes
+    from tdiff.record.summary import aggregate, record
+
+    (row,) = [r for r in aggregate([record(res)]) if r.kind.startswith("corpus entries")]
+    assert (row.kind, row.checks, row.cases) == ("corpus entries recorded under triton 3.0.0", [res.check_id], 1)

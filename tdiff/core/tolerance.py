@@ -27,6 +27,8 @@ from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from .dtypes import DType, dtype
 from .op_classes import tolerance_class
 
@@ -44,6 +46,31 @@ _FLOOR = {  # (rtol, scale) floors for float32 and narrower: fast approximations
     "transcendental": (1e-4, 1e-4),
     "tf32": (2e-3, 2 * TF32_EPS),
 }
+
+
+def allowed(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, scale: float,
+            magnitude: np.ndarray | float = 0.0) -> np.ndarray:
+    """The difference each element pair (float64 arrays) may show: atol + rtol * min(|a|, |b|) + scale * M,
+    M (`magnitude`) the element's dataflow magnitude. Standalone (numpy only): reproducers embed its source."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return atol + rtol * np.minimum(np.abs(a), np.abs(b)) + scale * magnitude
+
+
+def within(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, scale: float, magnitude: np.ndarray | float = 0.0,
+           signed_zero: bool = False, exact: bool = False) -> np.ndarray:
+    """True where a and b (float64 arrays) agree: |a - b| <= `allowed(...)`; NaN agrees only with NaN (payloads
+    ignored), an infinity only with the same infinity, -0.0 with 0.0 unless `signed_zero`; `exact`: the values
+    and signs must match. The one formula tdiff's comparison and reproducers use (standalone: numpy only)."""
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    if exact:
+        return ((a == b) & (np.signbit(a) == np.signbit(b))) | (nan_a & nan_b)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = np.abs(a - b) <= allowed(a, b, rtol, atol, scale, magnitude)
+    ok = np.where(np.isinf(a) | np.isinf(b), a == b, ok)
+    ok = np.where(nan_a | nan_b, nan_a & nan_b, ok)
+    if signed_zero:
+        ok = np.where((a == 0) & (b == 0), np.signbit(a) == np.signbit(b), ok)
+    return ok
 
 
 @dataclass(frozen=True)

@@ -24,16 +24,16 @@ from typing import Any
 import numpy as np
 import torch
 import triton.language as tl
-from triton.language.semantic import TritonSemantic
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
+from ... import compat
 from ...core import dtypes, kernels, limitations
 from ...core.case import Case, strided_index
 from ...core.outcome import ErrorInfo, Outcome, Trace, UBEvent
 from ..backends.base import BackendSpec, Target, error_info, user_line_now
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty, grid3, launch_record, route_launches
-from . import coverage, dataflow, scope, shims, undefined, unspecified
+from . import coverage, dataflow, libdevice, shims, undefined, unspecified
 from .memory import Memory, Region, violation
 from .scope import interpreting, rewritten
 
@@ -111,7 +111,7 @@ class Session:
     # value it computed came to its dtype's limit (dataflow.near_limit)
     loaded: float = 0.0  # the running program's largest finite loaded magnitude
     above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
-    other_given: bool = False  # the load being built was given other= (see _other_given)
+    other: undefined.OtherGiven = field(default_factory=undefined.OtherGiven)  # the load being built got other=
 
     def __post_init__(self) -> None:
         # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
@@ -127,9 +127,10 @@ class Session:
 
     def close_allowance(self, operand: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
         """How far apart two compared values of `operand`'s type may be and still compare either way on
-        another backend: the tolerance of the operations run so far (see `dataflow.compare`); None
-        where those operations are exact (every backend computes the same bits)."""
-        from ...core.tolerance import from_ops
+        another backend: the tolerance of the operations run so far, by the comparison's own formula
+        (`tolerance.allowed`; `dataflow.compare` allows each side its share, twice it); None where those
+        operations are exact (every backend computes the same bits)."""
+        from ...core.tolerance import allowed, from_ops
 
         t = dataflow.scalar_type(operand)
         name = "bfloat16" if t == tl.bfloat16 else {16: "float16", 64: "float64"}.get(
@@ -137,7 +138,7 @@ class Session:
         tol = from_ops(self.trace.ops, name, reference=True)
         if tol.exact:
             return None
-        return lambda a, b, m: tol.atol + tol.rtol * np.maximum(a, b) + tol.scale * m
+        return lambda a, b, m: allowed(a, b, tol.rtol, tol.atol, tol.scale, m)
 
     @property
     def regions(self) -> list[Region]:
@@ -261,22 +262,11 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     trace = session.trace
 
     def current(name: str) -> Callable:
-        if name in vars(builder):
-            return vars(builder)[name]
-        return getattr(cls, name).__get__(builder, cls)
+        return shims.current(builder, name)
 
-    # 1. shims: what the compiler accepts and the stock interpreter does not
-    bf16 = shims.get_bf16(trace.shims)
-    if bf16 is not None:
-        put(builder, "get_bf16", bf16)
-    for name, fn in shims.bf16_arith({n: current(n) for n in ("binary_op", "ternary_op", "unary_op", "create_fma",
-                                                             "create_rsqrt", "create_erf", "cast_impl")},
-                                     trace.shims).items():
-        put(builder, name, fn)
-    for name, fn in shims.nan_minmax({n: current(n) for n in ("binary_op", "create_maxnumf")}, trace.shims).items():
-        put(builder, name, fn)
-    for name, fn in shims.fma({"create_fma": current("create_fma")}, trace.shims).items():
-        put(builder, name, fn)
+    # 1. shims: what the compiler accepts and the stock interpreter does not (a reproducer installs the same)
+    shims.install_builder(builder, put, trace.shims, poison=session.options.poison)
+    shims.install_reductions(_interp, put, trace.shims)
 
     # 1b. results Triton leaves unspecified: recorded (and, for a verdict rerun, changed)
     def record(key: str, n: int) -> None:
@@ -295,9 +285,7 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     for name, hook in _memory_hooks(current, session).items():
         put(builder, name, hook)
     # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
-    # (Triton 3.6: `_load_legacy(ptr, mask, other, ...)`; 3.9: `load(ptr, mask, other, ...)`)
-    legacy = "_load_legacy" if hasattr(TritonSemantic, "_load_legacy") else "load"
-    put(TritonSemantic, legacy, _other_given(getattr(TritonSemantic, legacy), session))
+    session.other.install(put)
 
     # libdevice: stubs under the interpreter; computed on the values instead (shim)
     if shims.ENABLED[shims.LIBDEVICE]:
@@ -310,75 +298,16 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     return changes
 
 
-def _other_given(legacy: Callable, session: Session) -> Callable:
-    """Note, for the builder's masked load, whether the kernel passed `other=`: Triton's frontend
-    passes `other.handle if other else None`, and under the interpreter a single-element `other`
-    equal to 0 is falsy, so the builder cannot tell `other=0.0` from no `other`."""
-
-    def _load_legacy(self, ptr, mask, other, *rest, **kw):
-        session.other_given = other is not None
-        try:
-            return legacy(self, ptr, mask, other, *rest, **kw)
-        finally:
-            session.other_given = False
-
-    return _load_legacy
-
-
 def _install_libdevice(put: Callable, session: Session) -> None:
-    import importlib
-    import types
-
     def after(h: Any, operands: list, rule: str) -> None:
         session.trace.ops.add("transcendental")
         if dataflow.elementwise(h, operands, f"create_{rule}", session.above):
             session.at_limit()
 
     def dispatch(name: str, *args: Any, **_: Any) -> Any:
-        return shims.libdevice(name, args, session.trace.shims, after)
+        return libdevice.compute_libdevice(name, args, session.trace.shims, after)
 
-    stubs = importlib.import_module("triton.language.extra.libdevice")
-    put(stubs, "_tdiff_libdevice", dispatch)
-    for name, fn in list(vars(stubs).items()):
-        if isinstance(fn, types.FunctionType) and fn.__module__ == stubs.__name__ and not name.startswith("_"):
-            put(fn, "__code__", _forwarding_code(name, fn.__code__.co_argcount))
-    # the backend's libdevice (`tl.extra.cuda.libdevice`): `@core.extern` builtins, whose wrapper
-    # refuses to run outside the compiler; swapping its code covers every name it is bound to
-    core = importlib.import_module("triton.language.core")
-    put(core, "_tdiff_libdevice", dispatch)
-    try:
-        cuda = importlib.import_module("triton.language.extra.cuda.libdevice")
-    except ImportError:  # pragma: no cover
-        return
-    for fn in list(vars(cuda).values()):
-        inner = getattr(fn, "__wrapped__", None)
-        if isinstance(fn, types.FunctionType) and inner is not None and fn.__code__.co_freevars == ("fn",):
-            put(fn, "__code__", _EXTERN_CODE)
-
-
-_FORWARD: dict[tuple[str, int], Any] = {}
-
-
-def _extern_wrapper(fn: Any) -> Any:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _tdiff_libdevice(fn.__name__, *args)  # type: ignore[name-defined]  # noqa: F821
-
-    return wrapper
-
-
-#: the code of a `@core.extern` wrapper that forwards to tdiff's libdevice shim (free variable: fn)
-_EXTERN_CODE = _extern_wrapper(None).__code__
-
-
-def _forwarding_code(name: str, arity: int) -> Any:
-    """The code of `def f(arg0, ...): return _tdiff_libdevice(name, arg0, ...)` (for a libdevice stub)."""
-    key = (name, arity)
-    if key not in _FORWARD:
-        params = ", ".join(f"arg{i}" for i in range(arity))
-        namespace: dict[str, Any] = {}
-        exec(f"def {name}({params}):\n    return _tdiff_libdevice({name!r}, {params})\n", namespace)
-        _FORWARD[key] = namespace[name].__code__
-    return _FORWARD[key]
+    libdevice.install_libdevice(put, dispatch)
 
 
 def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
@@ -467,19 +396,16 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             if fixed is not None:
                 m = fixed
                 mask = TensorHandle(fixed, tl.int1)
-        if len(rest) >= 3 and rest[2]:  # is_volatile: a flag another program sets
+        if compat.is_volatile(rest, kw):  # a flag another program sets
             _sync(trace, "volatile load")
         addrs = ptrs.data.astype(np.uint64, copy=False)
         active = _full_mask(m, addrs.shape)
-        kept = _full_mask(given, addrs.shape) if other is None and not session.other_given and given is not None \
-            else None
-        masked_out = 0 if kept is None else int(addrs.size - np.count_nonzero(kept))
-        if other is None and masked_out:  # the kernel's mask leaves these lanes undefined
+        lanes = undefined.undefined_lanes(addrs.shape, given, other, session.other.now)
+        if lanes is not None:  # the kernel's mask leaves these lanes undefined
             where = user_line_now()
-            trace.undefined[where] = trace.undefined.get(where, 0) + masked_out
+            trace.undefined[where] = trace.undefined.get(where, 0) + int(lanes.sum())
             if poison:
-                dtype = ptrs.get_element_ty()
-                other = TensorHandle(undefined.poison(dtype, _interp._get_np_dtype(dtype), addrs.shape), dtype)
+                other = undefined.poisoned_other(ptrs, _interp._get_np_dtype, TensorHandle)
         out = load(ptrs, mask, other, *rest, **kw)
         if record:
             stored, ovf, fragile = memory.load(session.pid, addrs, active, addrs.shape)
@@ -529,10 +455,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             _sync(trace, "atomic_xchg")
         elif not dataflow.is_float(val):
             _sync(trace, f"integer atomic_{opname}")
-        if dataflow.scalar_type(val) == tl.bfloat16 and shims.ENABLED[shims.BF16_ATOMICS]:
-            old = shims.bf16_atomic(opname, ptr, val, _mask_data(mask), trace.shims)
-        else:
-            old = rmw(op, ptr, val, mask, *rest, **kw)
+        old = rmw(op, ptr, val, mask, *rest, **kw)  # (bf16: the shim under this layer)
         if record:
             addrs = ptr.data.astype(np.uint64, copy=False)
             mag = ovf = None
@@ -587,34 +510,56 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
 
     def hook(input, axis=None, combine_fn=None, *rest, **kw):
         session.trace.ops.add(tag)
-        keep_dims = kw.get("keep_dims", rest[0] if (rest and not scan) else False)
+        keep_dims = bool(kw.get("keep_dims", rest[0] if (rest and not scan) else False))
         ins = input if isinstance(input, tuple) else (input,)
-        narrow = [_is_bf16_tensor(t) and shims.ENABLED[shims.BF16_ARITH] for t in ins]
-        if any(narrow):  # bf16 carried as bits: reduce the values in fp32 (shim), round back after
-            session.trace.shims[shims.BF16_ARITH] += 1
-            ins = tuple(_retype(t, tl.float32) if n else t for t, n in zip(ins, narrow))
-            input = ins if isinstance(input, tuple) else ins[0]
-        out = inner(input, axis, combine_fn, *rest, **kw)
-        outs = out if isinstance(out, tuple) else (out,)
-        grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
-            and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
-        for i, o in zip(ins, outs):
-            if dataflow.reduction(i, o, axis, bool(keep_dims), grow, scan=scan, above=session.above):
-                session.at_limit()
-        for o in outs:  # (an argmax's index depends on every input: each output on each input)
-            for i in ins:
-                dataflow.reduce_fragile(i, o, axis, bool(keep_dims), scan=scan)
-        extreme = _extreme(combine_fn)
-        if extreme is not None and not scan:  # near-ties among the extremes: which lane holds it may change
-            for o in outs:
-                dataflow.extreme_fragile(ins[0], o, axis, bool(keep_dims), extreme == "max",
-                                         session.close_allowance(ins[0].handle))
-        if any(narrow):
-            outs = tuple(_retype(o, tl.bfloat16) if n and _is_f32_tensor(o) else o for o, n in zip(outs, narrow))
-            out = outs if isinstance(out, tuple) else outs[0]
-        return out
+        made: list[Any] = []
+
+        def reduce(given: tuple) -> tuple:
+            for g, i in zip(given, ins):  # (bf16 inputs widened to fp32 by the shim: their shadows go along)
+                if g is not i:
+                    _keep_shadows(g, i)
+            out = inner(given if isinstance(input, tuple) else given[0], axis, combine_fn, *rest, **kw)
+            made.append(out)
+            outs = out if isinstance(out, tuple) else (out,)
+            _follow_reduction(session, given, outs, axis, keep_dims, combine_fn, scan)
+            return outs
+
+        # bf16 carried as bits: reduced on the values in fp32 and rounded back (shim)
+        narrowed = shims.bf16_reduce(reduce, ins, session.trace.shims)
+        if narrowed is None:
+            reduce(ins)
+            return made[0]
+        computed = made[0] if isinstance(made[0], tuple) else (made[0],)
+        for new, old in zip(narrowed, computed):
+            if new is not old:
+                _keep_shadows(new, old)
+        return narrowed if isinstance(made[0], tuple) else narrowed[0]
 
     return hook
+
+
+def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep_dims: bool, combine_fn: Any,
+                      scan: bool) -> None:
+    """Dataflow through a reduction or scan: error scales, fragile results, near-ties among extremes."""
+    grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
+        and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
+    for i, o in zip(ins, outs):
+        if dataflow.reduction(i, o, axis, keep_dims, grow, scan=scan, above=session.above):
+            session.at_limit()
+    for o in outs:  # (an argmax's index depends on every input: each output on each input)
+        for i in ins:
+            dataflow.reduce_fragile(i, o, axis, keep_dims, scan=scan)
+    extreme = _extreme(combine_fn)
+    if extreme is not None and not scan:  # near-ties among the extremes: which lane holds it may change
+        for o in outs:
+            dataflow.extreme_fragile(ins[0], o, axis, keep_dims, extreme == "max",
+                                     session.close_allowance(ins[0].handle))
+
+
+def _keep_shadows(new: Any, old: Any) -> None:
+    """A retyped tensor keeps the dataflow shadows (magnitudes, overflow) of the one it was made from."""
+    h = old.handle
+    dataflow.set_shadows(new.handle, getattr(h, dataflow.MAG, None), getattr(h, dataflow.OVF, None))
 
 
 def _extreme(combine_fn: Any) -> str | None:
@@ -627,24 +572,6 @@ def _extreme(combine_fn: Any) -> str | None:
     if "arg" in name:
         return "max" if "max" in name else "min" if "min" in name else None
     return None
-
-
-def _is_bf16_tensor(t: Any) -> bool:
-    return isinstance(t, tl.core.tensor) and t.dtype == tl.bfloat16
-
-
-def _is_f32_tensor(t: Any) -> bool:
-    return isinstance(t, tl.core.tensor) and t.dtype == tl.float32
-
-
-def _retype(t: Any, to: Any) -> Any:
-    """A bf16 tensor as fp32 values, or an fp32 tensor rounded to bf16 (the shadows kept)."""
-    h = t.handle
-    data = shims.bf16_to_f32(h.data) if to == tl.float32 else shims.f32_to_bf16(h.data)
-    new = _interp.TensorHandle(np.asarray(data), to)
-    dataflow.set_shadows(new, getattr(h, dataflow.MAG, None), getattr(h, dataflow.OVF, None))
-    ty = tl.block_type(to, list(t.type.shape)) if t.type.is_block() else to
-    return tl.core.tensor(new, ty)
 
 
 # ------------------------------------------------------------------ one launch
@@ -690,7 +617,7 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     s.grid = g
     builder = _interp.interpreter_builder
     with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings(), \
-            counting(s.trace.shims):
+            shims.counting(s.trace.shims):
         warnings.simplefilter("ignore", RuntimeWarning)
         run_fn = rewritten(fn)
         args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
@@ -707,16 +634,6 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     for dev, host in copy_back:
         dev.copy_(host)
     return None
-
-
-@contextlib.contextmanager
-def counting(used: Any) -> Iterator[None]:
-    """Shims applied while rewriting and calling device functions count into `used`."""
-    scope.used = used
-    try:
-        yield
-    finally:
-        scope.used = None
 
 
 def _to_host(args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:

@@ -8,8 +8,11 @@ patched attribute is restored, so the same kernel objects compile normally after
 Two Triton defects are handled here:
 - its device-function path (`InterpretedFunction.__call__`) patches `triton.language` and never
   restores it, which breaks every later compile in the process; we never use that path;
-- with numpy >= 2.4, Triton <= 3.8 converts 1-element arrays with `int()`, which numpy rejects, so
-  `range(0, tl.cdiv(K, BK))` over a runtime bound fails; we install the conversion Triton 3.9 uses.
+- with numpy >= 2.4, Triton 3.4 to 3.6 convert 1-element arrays with `int()`, which numpy rejects, so
+  `range(0, tl.cdiv(K, BK))` over a runtime bound fails; we install the conversion of Triton 3.7+
+  (`tdiff.compat`).
+
+Two shims act here (`shims`): `constexpr-args` in device calls and `tensor-and-or` in the rewrite.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +28,7 @@ from triton.language import core  # noqa: F401  (makes tl.core visible to the pa
 from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
+from ... import compat
 from . import coverage, shims
 
 try:  # triton >= 3.3
@@ -72,31 +75,12 @@ def _restore(obj: object, snap: dict[str, Any]) -> None:
 
 _rewritten: dict[Callable, Callable] = {}
 
-#: where shims count their uses while a launch is interpreted (set by the interpreter backend)
-used: Counter | None = None
-
-
-class _BoolOps(ast.NodeTransformer):
-    """`a and b` / `a or b` -> `bool_op("and", a, lambda: b)`: on tensors the compiler makes them
-    elementwise logical operations; on Python values they keep Python's short-circuit semantics."""
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
-        self.generic_visit(node)
-        op = "and" if isinstance(node.op, ast.And) else "or"
-        result = node.values[0]
-        for value in node.values[1:]:
-            helper = coverage.module_attr(__name__, "bool_op")
-            thunk = ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
-                                                  defaults=[]), body=value)
-            result = ast.Call(func=helper, args=[ast.Constant(op), result, thunk], keywords=[])
-        return result
-
 
 class _Rewriter(_interp.FunctionRewriter):
     def _transform_ast(self, src: str) -> Any:
         tree = super()._transform_ast(src)
         if shims.ENABLED[shims.BOOL_OPS]:
-            tree = ast.fix_missing_locations(_BoolOps().visit(tree))
+            tree = ast.fix_missing_locations(shims.BoolOps(shims.__name__).visit(tree))
         if coverage.covered(self.fn):
             tree = coverage.instrument(tree, self.fn)
         return tree
@@ -113,32 +97,10 @@ def rewritten(fn: Callable) -> Callable:
     return out
 
 
-def bool_op(op: str, a: Any, b: Callable[[], Any]) -> Any:
-    """`a and b()` / `a or b()` as the compiler evaluates it (see `_BoolOps`)."""
-    if not isinstance(a, tl.core.tensor):
-        return (a and b()) if op == "and" else (a or b())
-    other = b()
-    if used is not None:
-        used[shims.BOOL_OPS] += 1
-    if not isinstance(other, tl.core.tensor):
-        other = tl.full((), bool(other), tl.int1)
-    return a.logical_and(other) if op == "and" else a.logical_or(other)
-
-
 def _device_call(self: JITFunction, *args: Any, **kwargs: Any) -> Any:
     kwargs.pop("_semantic", None)
-    if shims.ENABLED[shims.CONSTEXPR_ARGS]:  # the compiler wraps dtype arguments of device calls in constexpr
-        wrapped = [tl.constexpr(a) if isinstance(a, tl.dtype) else a for a in args]
-        kw = {k: tl.constexpr(v) if isinstance(v, tl.dtype) else v for k, v in kwargs.items()}
-        # (compared by type: tl.constexpr(dtype) == dtype is true)
-        if used is not None and any(isinstance(a, tl.dtype) for a in (*args, *kwargs.values())):
-            used[shims.CONSTEXPR_ARGS] += 1
-        args, kwargs = tuple(wrapped), kw
+    args, kwargs = shims.constexpr_args(args, kwargs)  # the compiler wraps dtype arguments in constexpr
     return rewritten(self.fn)(*args, **kwargs)
-
-
-def _index(self: Any) -> int:
-    return int(self.handle.data.reshape(-1)[0]) if self.handle.data.size == 1 else int(self.handle.data)
 
 
 def _compute_patches() -> list[tuple[object, str, Any, Any]]:
@@ -146,7 +108,8 @@ def _compute_patches() -> list[tuple[object, str, Any, Any]]:
     before = [(obj, _snapshot(obj)) for obj in _targets()]
     try:
         _interp._patch_lang(_anchor)
-        tl.core.tensor.__index__ = _index
+        if compat.index_needs_patch():
+            tl.core.tensor.__index__ = compat.tensor_index
         JITFunction.__call__ = _device_call
         patches = []
         for obj, snap in before:

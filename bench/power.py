@@ -172,6 +172,10 @@ def originals() -> list[Check]:
         mod = f"suites.{name}"
         importlib.import_module(mod)
         out += declared_in(mod)
+    from bench import power_mutants  # the blind-spot classes' originals, declared beside their mutants
+
+    for kernel in power_mutants.ORIGINALS:
+        out += [c for c in tdiff.checks_of(kernel) if c.module == power_mutants.__name__]
     return out
 
 

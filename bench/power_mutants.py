@@ -1,5 +1,9 @@
 """Mutants for bench/power.py: copies of the bundled suite kernels (`suites/*.py`) with ONE planted bug each.
 
+The blind-spot classes (NaN where infinite inputs give an infinity, narrowing casts, strides of size-1
+dimensions) have no bundled suite kernel: their originals are declared here (`ORIGINALS`, correct
+kernels with their checks, which bench/power.py runs for false alarms like the suites').
+
 Each mutant is declared with the original check's declaration (its `launch`, strategies, dims,
 reference and tolerances, taken from the suite's `@tdiff.check` on the original kernel), so the only
 difference between an original and its mutant is the planted line, marked `# BUG:`.
@@ -13,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import triton
 import triton.language as tl
 
@@ -33,6 +38,7 @@ from suites import (
     swiglu,
     vector_add,
 )
+from tdiff import strategies as tst
 from tdiff.declaration import Check, checks_of
 
 
@@ -63,7 +69,7 @@ def _strategy(value: Any) -> Any:
 
 
 def original_check(kernel: Any, name: str = "tdiff") -> Check:
-    (c,) = [c for c in checks_of(kernel) if c.name == name and c.module.startswith("suites.")]
+    (c,) = [c for c in checks_of(kernel) if c.name == name and (c.module.startswith("suites.") or c.module == __name__)]
     return c
 
 
@@ -632,6 +638,223 @@ def rms_norm_long_row_fp16(x_ptr, w_ptr, y_ptr, rstd_ptr, stride_row, stride_col
     tl.store(rstd_ptr + row, rstd)
 
 
+# ------------------------------------------------------------------ blind spots: originals of their own
+
+def _lse_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty(rows, dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, out, x.stride(0), x.stride(1), cols, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+@tdiff.check(launch=_lse_launch, reference=lambda x: torch.logsumexp(x.float(), dim=-1).to(x.dtype),
+             x=tst.tensors(ndim=2, max_side=32, dtype=tst.FLOATS))
+@triton.jit
+def logsumexp_rows(x_ptr, out_ptr, stride_row, stride_col, n_cols, BLOCK: tl.constexpr):
+    """Each row's logsumexp, as torch computes it: an infinite maximum is not subtracted (a row of -inf
+    gives -inf, a row holding +inf gives inf)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=cols < n_cols, other=-float("inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=0)
+    m = tl.where(tl.abs(m) == float("inf"), 0.0, m)
+    tl.store(out_ptr + row, (m + tl.log(tl.sum(tl.exp(x - m), axis=0))).to(out_ptr.dtype.element_ty))
+
+
+def _axpy_launch(kernel, x, y):
+    out = torch.empty_like(x)
+    n = x.shape[0]
+    kernel[(triton.cdiv(n, 64),)](x, y, out, n, x.stride(0), y.stride(0), BLOCK=64)
+    return out
+
+
+@tdiff.check(launch=_axpy_launch, reference=lambda x, y: (x.float() * 3 + y.float()).to(x.dtype),
+             x=tst.tensors(shape=(tst.sizes(block=64),), dtype="float16"), y=tst.tensors(like="x"))
+@triton.jit
+def fp16_axpy(x_ptr, y_ptr, out_ptr, n, stride_x, stride_y, BLOCK: tl.constexpr):
+    """3x + y of float16 vectors, in float32, rounded once to float16."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs * stride_x, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offs * stride_y, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offs, (x * 3.0 + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@tdiff.check(launch=_axpy_launch, reference=lambda x, y: (x.float() * y.float()).to(x.dtype),
+             x=tst.tensors(shape=(tst.sizes(block=64),), dtype="float16"), y=tst.tensors(like="x"))
+@triton.jit
+def fp16_grad_mul(dy_ptr, w_ptr, dx_ptr, n, stride_dy, stride_w, BLOCK: tl.constexpr):
+    """A float16 backward's elementwise gradient dx = dy * w, in float32, rounded once to float16."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    dy = tl.load(dy_ptr + offs * stride_dy, mask=mask).to(tl.float32)
+    w = tl.load(w_ptr + offs * stride_w, mask=mask).to(tl.float32)
+    tl.store(dx_ptr + offs, (dy * w).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+unit = tst.values(-4, 4, nan=False, inf=False)
+
+
+def _rope_launch(kernel, q, cos, sin):
+    # q: (batch, seq, heads, head_dim) of a decode step (seq 1), made contiguous as liger's wrapper does (a
+    # copy only where PyTorch does not call it contiguous, which ignores the stride of a size-1 dimension)
+    qc = q.contiguous()
+    bsz, seq, heads, dim = qc.shape
+    kernel[(bsz * seq, heads)](qc, cos, sin, qc.stride(0), qc.stride(1), qc.stride(2), cos.stride(0), sin.stride(0),
+                               seq, dim // 2, BLOCK=triton.next_power_of_2(dim // 2))
+    if qc is not q:
+        q.copy_(qc)
+
+
+def _rope_reference(q, cos, sin):
+    half = q.shape[-1] // 2
+    q1, q2 = q[..., :half].float(), q[..., half:].float()
+    c, s = cos.float()[None, :, None, :], sin.float()[None, :, None, :]
+    q.copy_(torch.cat([q1 * c - q2 * s, q2 * c + q1 * s], dim=-1).to(q.dtype))
+
+
+@tdiff.check(launch=_rope_launch, reference=_rope_reference,
+             dims={"B": tst.sides(1, 4), "H": tst.sides(1, 4), "D2": tst.sides(1, 16)},
+             q=tst.tensors(shape=("B", 1, "H", lambda d: 2 * d["D2"]), dtype=tst.FLOATS, values=unit),
+             cos=tst.tensors(shape=(1, "D2"), like="q", layouts=["contiguous"], values=unit),
+             sin=tst.tensors(like="cos", layouts=["contiguous"], values=unit))
+@triton.jit
+def rope_decode(q_ptr, cos_ptr, sin_ptr, stride_b, stride_s, stride_h, stride_cos, stride_sin, seq, half,
+                BLOCK: tl.constexpr):
+    """Rotary embedding of a decode step's q, in place: one program per (token row, head)."""
+    row = tl.program_id(0)
+    h = tl.program_id(1)
+    b = row // seq
+    s = row % seq
+    base = q_ptr + b * stride_b + s * stride_s + h * stride_h
+    d = tl.arange(0, BLOCK)
+    mask = d < half
+    q1 = tl.load(base + d, mask=mask).to(tl.float32)
+    q2 = tl.load(base + d + half, mask=mask).to(tl.float32)
+    c = tl.load(cos_ptr + s * stride_cos + d, mask=mask).to(tl.float32)
+    sn = tl.load(sin_ptr + s * stride_sin + d, mask=mask).to(tl.float32)
+    tl.store(base + d, q1 * c - q2 * sn, mask=mask)
+    tl.store(base + d + half, q2 * c + q1 * sn, mask=mask)
+
+
+def _row_scale_launch(kernel, x, s):
+    rows, cols = x.shape
+    s = s.contiguous()  # a copy only where PyTorch does not call s contiguous (it ignores the size-1 dim's stride)
+    out = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, s, out, x.stride(0), x.stride(1), s.stride(0), s.stride(1), cols,
+                    BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+@tdiff.check(launch=_row_scale_launch, reference=lambda x, s: (x.float() * s.float()).to(x.dtype),
+             dims={"M": tst.sides(1, 8), "N": tst.sides(1, 32)},
+             x=tst.tensors(shape=("M", "N"), dtype=tst.FLOATS),
+             s=tst.tensors(shape=("M", 1), like="x", readonly=True))
+@triton.jit
+def row_scale(x_ptr, s_ptr, out_ptr, stride_row, stride_col, stride_s0, stride_s1, n_cols, BLOCK: tl.constexpr):
+    """Each row of x times its row's scale, s of shape (rows, 1) (a keepdim reduction's result)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=mask).to(tl.float32)
+    sc = tl.load(s_ptr + row * stride_s0).to(tl.float32)
+    tl.store(out_ptr + row * n_cols + cols, (x * sc).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+#: the blind-spot classes' originals (bench/power.py runs their checks for false alarms)
+ORIGINALS = (logsumexp_rows, fp16_axpy, fp16_grad_mul, rope_decode, row_scale)
+
+
+# ------------------------------------------------------------------ blind spots: NaN where infinite inputs give inf
+
+@mutant(logsumexp_rows, kind="NaN for infinite inputs",
+        bug="only a +inf maximum is kept out of `x - max` (a row of -inf, fully masked, gives -inf - -inf = NaN)",
+        trigger="a row of -inf (no NaN in it)")
+@triton.jit
+def lse_masked_row_nan(x_ptr, out_ptr, stride_row, stride_col, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=cols < n_cols, other=-float("inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=0)
+    m = tl.where(m == float("inf"), 0.0, m)  # BUG: a -inf maximum (a fully masked row) is subtracted
+    tl.store(out_ptr + row, (m + tl.log(tl.sum(tl.exp(x - m), axis=0))).to(out_ptr.dtype.element_ty))
+
+
+@mutant(logsumexp_rows, kind="NaN for infinite inputs",
+        bug="only a -inf maximum is kept out of `x - max` (a row holding +inf gives inf - inf = NaN)",
+        trigger="a row holding +inf (no NaN in it)")
+@triton.jit
+def lse_inf_max_nan(x_ptr, out_ptr, stride_row, stride_col, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=cols < n_cols, other=-float("inf"))
+    x = x.to(tl.float32)
+    m = tl.max(x, axis=0)
+    m = tl.where(m == -float("inf"), 0.0, m)  # BUG: a +inf maximum is subtracted
+    tl.store(out_ptr + row, (m + tl.log(tl.sum(tl.exp(x - m), axis=0))).to(out_ptr.dtype.element_ty))
+
+
+# ------------------------------------------------------------------ blind spots: narrowing casts
+
+@mutant(fp16_axpy, kind="narrowing cast", bug="3x rounded through bfloat16 before adding y",
+        trigger="some 3x that bfloat16 does not hold exactly")
+@triton.jit
+def fp16_axpy_via_bf16(x_ptr, y_ptr, out_ptr, n, stride_x, stride_y, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs * stride_x, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offs * stride_y, mask=mask).to(tl.float32)
+    t = (x * 3.0).to(tl.bfloat16).to(tl.float32)  # BUG: a round trip through bfloat16
+    tl.store(out_ptr + offs, (t + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@mutant(fp16_grad_mul, kind="narrowing cast", bug="the float16 gradient rounded through bfloat16 before its store",
+        trigger="some dy * w that bfloat16 and float16 round differently")
+@triton.jit
+def fp16_grad_via_bf16(dy_ptr, w_ptr, dx_ptr, n, stride_dy, stride_w, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    dy = tl.load(dy_ptr + offs * stride_dy, mask=mask).to(tl.float32)
+    w = tl.load(w_ptr + offs * stride_w, mask=mask).to(tl.float32)
+    tl.store(dx_ptr + offs, (dy * w).to(tl.bfloat16), mask=mask)  # BUG: bfloat16, then the float16 store
+
+
+# ------------------------------------------------------------------ blind spots: strides of size-1 dimensions
+
+@mutant(rope_decode, kind="size-1 stride", bug="token row `b * seq + s` addressed with seq's stride (liger 1)",
+        trigger="bsz > 1 and q contiguous to PyTorch with its size-1 seq dim strided unlike the batch")
+@triton.jit
+def rope_decode_row_stride(q_ptr, cos_ptr, sin_ptr, stride_b, stride_s, stride_h, stride_cos, stride_sin, seq, half,
+                           BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    h = tl.program_id(1)
+    s = row % seq
+    base = q_ptr + row * stride_s + h * stride_h  # BUG: assumes stride_b == seq * stride_s
+    d = tl.arange(0, BLOCK)
+    mask = d < half
+    q1 = tl.load(base + d, mask=mask).to(tl.float32)
+    q2 = tl.load(base + d + half, mask=mask).to(tl.float32)
+    c = tl.load(cos_ptr + s * stride_cos + d, mask=mask).to(tl.float32)
+    sn = tl.load(sin_ptr + s * stride_sin + d, mask=mask).to(tl.float32)
+    tl.store(base + d, q1 * c - q2 * sn, mask=mask)
+    tl.store(base + d + half, q2 * c + q1 * sn, mask=mask)
+
+
+@mutant(row_scale, kind="size-1 stride", bug="the row's scale read with the stride of s's size-1 dimension",
+        trigger="more than one row, s contiguous to PyTorch and its size-1 dim strided unlike its rows")
+@triton.jit
+def row_scale_unit_stride(x_ptr, s_ptr, out_ptr, stride_row, stride_col, stride_s0, stride_s1, n_cols,
+                          BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=mask).to(tl.float32)
+    sc = tl.load(s_ptr + row * stride_s1).to(tl.float32)  # BUG: the size-1 dimension's stride
+    tl.store(out_ptr + row * n_cols + cols, (x * sc).to(out_ptr.dtype.element_ty), mask=mask)
+
+
 # ------------------------------------------------------------------ which drawn cases can show each bug
 
 def _shape(c: Any, name: str) -> tuple[int, ...]:
@@ -671,6 +894,41 @@ def _gelu_range(c: Any) -> bool:
     return bool(((x > 0.1) & (x < 10)).any())
 
 
+def _inf_row(c: Any, sign: float, whole: bool) -> bool:
+    import numpy as np
+
+    x = _values(c, "x")
+    nan = np.isnan(x).any(axis=1)
+    hit = (x == sign * np.inf).all(axis=1) if whole else (x == sign * np.inf).any(axis=1)
+    return bool((hit & ~nan).any())
+
+
+def _bf16_rounds(c: Any, product: bool) -> bool:
+    """Whether rounding through bfloat16 changes a value the mutant rounds: 3x (`fp16_axpy_via_bf16`), or
+    dy * w where bfloat16 and float16 round it differently (`fp16_grad_via_bf16`)."""
+    import numpy as np
+    import torch
+
+    x, y = _values(c, "x"), _values(c, "y")
+    with np.errstate(all="ignore"):
+        v = torch.tensor(x * y if product else 3 * x, dtype=torch.float32)
+    bf = v.to(torch.bfloat16).float()
+    other = v.to(torch.float16).float() if product else v
+    return bool((torch.isfinite(v) & (bf != other)).any())
+
+
+def _packed_but_unit(c: Any, name: str) -> bool:
+    """Contiguous to PyTorch (every dimension larger than 1 at its packed stride), whatever the strides of
+    its size-1 dimensions."""
+    a = c.inputs[name]
+    acc = 1
+    for n, st in reversed(list(zip(a.shape, a.strides))):
+        if n > 1 and st != acc:
+            return False
+        acc *= max(n, 1)
+    return True
+
+
 TRIGGERS = {
     "add_one_mask_le": lambda c: not _pow2(_shape(c, "t")[1]),
     "vector_add_mask_le": lambda c: _shape(c, "x")[0] % 256 != 0,
@@ -701,6 +959,14 @@ TRIGGERS = {
     "gelu_wrong_cubic": _gelu_range,
     "swiglu_h80_fastpath": lambda c: (_shape(c, "ab")[1] // 2) % 80 == 0,
     "rms_norm_long_row_fp16": lambda c: c.inputs["x"].dtype == "float16" and 72 < _shape(c, "x")[1] < 128,
+    "lse_masked_row_nan": lambda c: _inf_row(c, -1.0, whole=True),
+    "lse_inf_max_nan": lambda c: _inf_row(c, 1.0, whole=False),
+    "fp16_axpy_via_bf16": lambda c: _bf16_rounds(c, product=False),
+    "fp16_grad_via_bf16": lambda c: _bf16_rounds(c, product=True),
+    "rope_decode_row_stride": lambda c: (_shape(c, "q")[0] > 1 and _packed_but_unit(c, "q")
+                                         and c.inputs["q"].strides[1] != c.inputs["q"].strides[0]),
+    "row_scale_unit_stride": lambda c: (_shape(c, "s")[0] > 1 and _packed_but_unit(c, "s")
+                                        and c.inputs["s"].strides[1] != c.inputs["s"].strides[0]),
 }
 
 for _m in MUTANTS:

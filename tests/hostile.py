@@ -668,3 +668,105 @@ def argmax_last_tie(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=float("-inf"))
     m = tl.max(x, axis=0)
     tl.store(out_ptr + row, tl.max(tl.where(x == m, cols, -1), axis=0))  # the bug: the last of equal maxima
+
+
+# ---------------------------------------------------------------- blind spots: infinite inputs, narrowing casts,
+# strides of size-1 dimensions (tests/test_blind_spots.py)
+
+def _lse_reference(x):
+    return torch.logsumexp(x.float(), dim=-1).to(x.dtype)
+
+
+@tdiff.check(launch=_reduce_launch, reference=_lse_reference, x=ROWS)
+@triton.jit
+def lse_max_subtracted(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)  # the bug: an infinite maximum is subtracted (-inf - -inf, inf - inf: NaN)
+    tl.store(out_ptr + row, m + tl.log(tl.sum(tl.exp(x - m), axis=0)))
+
+
+@tdiff.check(launch=_reduce_launch, reference=_lse_reference, x=ROWS)
+@triton.jit
+def lse_torch_like(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    m = tl.where(tl.abs(m) == float("inf"), 0.0, m)  # as torch: an infinite maximum is not subtracted
+    tl.store(out_ptr + row, m + tl.log(tl.sum(tl.exp(x - m), axis=0)))
+
+
+@tdiff.check(launch=_rows_launch, reference=lambda x: torch.softmax(x.float(), -1).to(x.dtype), x=ROWS)
+@triton.jit
+def softmax_rows(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf")).to(tl.float32)
+    e = tl.exp(x - tl.max(x, axis=0))  # NaN for a row holding +inf or only -inf, as torch.softmax gives
+    tl.store(out_ptr + row * n + cols, e / tl.sum(e, axis=0), mask=cols < n)
+
+
+def _vector_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(max(x.numel(), 1)))
+    return out
+
+
+HALF_VECTOR = tst.tensors(shape=(tst.sides(1, 64),), dtype="float16", layouts=["contiguous"],
+                          values=tst.values(-100, 100, specials=False))
+
+
+@tdiff.check(launch=_vector_launch, reference=lambda x: (x.float() * 3).to(x.dtype), x=HALF_VECTOR,
+             tolerances={"returned": tdiff.Tolerance.preset("arith", "bfloat16")}, name="declared")
+@tdiff.check(launch=_vector_launch, reference=lambda x: (x.float() * 3).to(x.dtype), x=HALF_VECTOR)
+@triton.jit
+def fp16_via_bf16(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+    y = (x * 3).to(tl.bfloat16)  # the bug: float16 values rounded through bfloat16
+    tl.store(out_ptr + offs, y, mask=offs < n)
+
+
+@tdiff.check(launch=_vector_launch, reference=lambda x: (x.float() * 3 + 1).to(x.dtype), x=HALF_VECTOR)
+@triton.jit
+def fp16_via_fp16(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+    y = (x * 3).to(tl.float16)  # a cast to the inputs' own dtype: free
+    tl.store(out_ptr + offs, y.to(tl.float32) + 1.0, mask=offs < n)
+
+
+def _decode_launch(kernel, q):
+    # q: (batch, 1, heads, head_dim), one decode step; made contiguous as a wrapper would (PyTorch copies only
+    # what it does not call contiguous: the stride of the size-1 dimension does not count)
+    qc = q.contiguous()
+    bsz, seq, heads, dim = qc.shape
+    kernel[(bsz * seq, heads)](qc, qc.stride(0), qc.stride(1), qc.stride(2), seq, dim,
+                               BLOCK=triton.next_power_of_2(dim))
+    if qc is not q:
+        q.copy_(qc)
+
+
+DECODE = dict(launch=_decode_launch, reference=lambda q: q.mul_(2),
+              dims={"B": tst.sides(1, 4), "H": tst.sides(1, 4), "D": tst.sides(1, 16)},
+              q=tst.tensors(shape=("B", 1, "H", "D"), dtype=tst.FLOATS, values=tst.values(-4, 4)))
+
+
+@tdiff.check(**DECODE)
+@triton.jit
+def decode_row_stride(q_ptr, stride_b, stride_s, stride_h, seq, dim, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    d = tl.arange(0, BLOCK)
+    p = q_ptr + row * stride_s + tl.program_id(1) * stride_h + d  # the bug: row b * seq + s at seq's stride
+    tl.store(p, tl.load(p, mask=d < dim) * 2, mask=d < dim)
+
+
+@tdiff.check(**DECODE)
+@triton.jit
+def decode_rows(q_ptr, stride_b, stride_s, stride_h, seq, dim, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    d = tl.arange(0, BLOCK)
+    p = q_ptr + (row // seq) * stride_b + (row % seq) * stride_s + tl.program_id(1) * stride_h + d
+    tl.store(p, tl.load(p, mask=d < dim) * 2, mask=d < dim)

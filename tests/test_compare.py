@@ -291,3 +291,33 @@ def test_a_sign_of_zero_mismatch_is_named_as_such():
     m = value_mismatch("out", a, b, Tolerance(exact=True), raw_a=a.astype(np.float32), raw_b=b.astype(np.float32))
     assert "1 differ only in the sign of zero, first at (2,): a=-0, b=0" in m.message
     assert "largest difference" not in m.message
+
+
+def test_a_kernels_nan_is_told_from_the_references_and_from_an_overflow():
+    from types import SimpleNamespace
+
+    from tdiff.core.dtypes import dtype
+    from tdiff.judge.compare import _infinite_nan
+    from tdiff.judge.targets import Target
+
+    def target(values, edge=None, overflow=None):
+        v = np.array(values, np.float64)
+        return Target("returned", dtype("float32"), v, v.astype(np.float32), scale=np.ones(v.shape),
+                      edge=None if edge is None else np.array(edge), overflow=overflow)
+
+    inf, nan = float("inf"), float("nan")
+    pair = SimpleNamespace(a=SimpleNamespace(backend="interpreter"), b=SimpleNamespace(backend="reference"))
+    kernel, ref = np.array([nan, nan, nan, 1.0]), np.array([-inf, inf, -inf, 1.0])
+    bad = np.array([True, True, True, False])
+    # the program that computed elements 0 and 1 loaded an infinity; element 2's only finite inputs
+    guide = target([nan, nan, nan, 1.0], edge=[inf, inf, 0.5, inf])
+    assert _infinite_nan(kernel, ref, bad, guide, pair, None).tolist() == [True, True, False, False]
+    # an overflow of finite values upstream: the range edge, as before
+    damaged = target([nan, nan, nan, 1.0], edge=[inf, inf, 0.5, inf], overflow=np.array([True, False, False, False]))
+    assert _infinite_nan(kernel, ref, bad, damaged, pair, None).tolist() == [False, True, False, False]
+    # the float64 run gives -inf where the *reference* is NaN: not the kernel's NaN
+    exact = target([-inf, -inf, -inf, 1.0])
+    assert not _infinite_nan(np.array([-inf, -inf, -inf, 1.0]), np.array([nan, nan, nan, 1.0]), bad, guide, pair,
+                             exact).any()
+    # without the interpreter's dataflow nothing is flagged (the coarse rule stands)
+    assert not _infinite_nan(kernel, ref, bad, None, pair, None).any()

@@ -29,7 +29,7 @@ def _group_values(X, groups):
 
 
 @st.composite
-def inputs(draw, grad=False, region=None):
+def inputs(draw, grad=False, region=None, dtypes=tst.FLOATS):
     """`region`: None for the main checks, which stay out of the two regions of the finding FINDING (see
     FINDINGS.md): every group's sum of squares stays below a quarter of the dtype's largest value, and every
     group's |mean| is at most its standard deviation (E[x^2] - E[x]^2 keeps some significant bits).
@@ -48,7 +48,7 @@ def inputs(draw, grad=False, region=None):
         c = draw(st.floats(0.5, 200))
         vals = tst.values(c, c, nan=False, inf=False, neg_zero=False, subnormal=False, extremes=False, specials=False)
     else:
-        dt = draw(st.sampled_from(tst.FLOATS))
+        dt = draw(st.sampled_from(dtypes))
         bound = math.sqrt(MAX[dt] / hidden) / 2  # rounding to X's dtype included
         vals = tst.values(-bound, bound, nan=False, inf=False)
     X = draw(tst.tensors(shape=(batch, C, *spatial), dtype=dt, max_numel=10**6, values=vals))
@@ -149,8 +149,17 @@ def reference_bwd(X, W, B, num_groups, dY):
     return dx.to(X.dtype), dW.to(W.dtype), dB.to(B.dtype)
 
 
-tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward",
+# FINDINGS.md BWD_FINDING: dW and dB of float16 inputs are rounded through bfloat16 (`dW.to(dtype)`, dtype =
+# tl.bfloat16 for every input that is not float32). The main check declares bfloat16's precision for them (dX, and
+# float32 / bfloat16 inputs, keep the default); `backward_fp16_dw_via_bf16` covers exactly the finding.
+BWD_FINDING = "group norm backward rounds float16 dW / dB through bfloat16 before adding them into float16 buffers"
+BF16_GRADS = {"returned[1]": tdiff.Tolerance.preset("arith", "bfloat16"),
+              "returned[2]": tdiff.Tolerance.preset("arith", "bfloat16")}
+tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward", tolerances=BF16_GRADS,
             inputs=inputs(grad=True))(lib._group_norm_backward_kernel)
+tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward_fp16_dw_via_bf16",
+            inputs=inputs(grad=True, dtypes=("float16",)), marks=[pytest.mark.xfail(strict=True, reason=BWD_FINDING)],
+            )(lib._group_norm_backward_kernel)
 
 # FINDINGS.md: FINDING, its two regions
 for _region in ("overflow", "constant"):

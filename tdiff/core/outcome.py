@@ -126,6 +126,32 @@ class Race:
     line: str = ""
 
 
+class Precision(float):
+    """A unit roundoff (the value) that remembers the narrowing float casts behind it: `casts` holds
+    (`file:line: code`, dtype name) of each cast to a float type with fewer significand bits than its
+    operand (`x.to(tl.bfloat16)` of a float32 value), as the interpreter's dataflow saw them. It rides
+    the dataflow's precision shadow through memory into `Trace.precision` (see
+    tdiff.execute.interpreter.dataflow), so a plain float works wherever it goes."""
+
+    casts: tuple[tuple[str, str], ...] = ()
+
+    def __new__(cls, value: float, casts: tuple[tuple[str, str], ...] = ()) -> Precision:
+        self = super().__new__(cls, value)
+        self.casts = tuple(casts)
+        return self
+
+    def __reduce__(self) -> tuple:
+        return Precision, (float(self), self.casts)
+
+    def __repr__(self) -> str:
+        return f"Precision({float(self)!r}, casts={self.casts!r})"
+
+
+def narrowing_casts(precision: float) -> tuple[tuple[str, str], ...]:
+    """The narrowing casts a precision shadow remembers ((line, dtype) pairs; none for a plain float)."""
+    return precision.casts if isinstance(precision, Precision) else ()
+
+
 @dataclass
 class Trace:
     """What the instrumented interpreter recorded during a run."""
@@ -147,7 +173,8 @@ class Trace:
     # decided by a comparison of computed values within tolerance (an argmax among near-ties; see dataflow)
     fragile: dict[str, np.ndarray] = field(default_factory=dict)
     edges: dict[str, np.ndarray] = field(default_factory=dict)  # inputs near the dtype's limits fed it
-    precision: dict[str, float] = field(default_factory=dict)  # unit roundoff of the arithmetic behind it
+    # unit roundoff of the arithmetic behind it; a `Precision` where narrowing casts set it (their lines, dtypes)
+    precision: dict[str, float] = field(default_factory=dict)
     loaded: dict[str, np.ndarray] = field(default_factory=dict)  # the storing program's largest input
     races: list[Race] = field(default_factory=list)
     # per input name: loads of its storage outside its view: (elements, first storage index, program, line)

@@ -10,9 +10,14 @@ from ..core.case import contiguous_strides
 from .cached import choice, integers
 
 #: every layout class, in shrink order (contiguous first)
-LAYOUTS = ("contiguous", "offset", "transposed", "sliced", "split", "padded", "expanded")
+LAYOUTS = ("contiguous", "offset", "transposed", "sliced", "split", "padded", "expanded", "size1")
 #: drawn unless the tensor is declared read-only (writes through stride 0 are races)
 WRITABLE = tuple(x for x in LAYOUTS if x != "expanded")
+#: how "size1" strides a dimension of size 1, each as real code leaves it (packed is "contiguous"):
+#: inherited from a transpose or unsqueeze (the stride the dimension had next to another), zero (from
+#: expand: only where "expanded" is allowed, a read-only tensor) or arbitrary (as_strided, a slice of a
+#: larger tensor); the layout is named "size1-<how>"
+UNIT_STRIDES = ("inherited", "arbitrary", "zero")
 
 
 @dataclass(frozen=True)
@@ -35,16 +40,42 @@ def _contiguous(shape: tuple[int, ...]) -> Layout:
 
 @st.composite
 def layouts(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
-    """Draw one layout for `shape`; kinds that cannot apply to the shape fall back to contiguous."""
+    """Draw one layout for `shape`; kinds that cannot apply to the shape fall back to contiguous ("size1"
+    is drawn only for shapes with a dimension of size 1 beside larger ones)."""
     return draw_layout(draw, shape, itemsize, allowed)
+
+
+def has_unit(shape: tuple[int, ...]) -> bool:
+    """Whether a shape has a dimension of size 1 beside larger ones (a decode step, one head, a batch
+    of one): where the stride of that dimension is anyone's guess (PyTorch ignores it)."""
+    return len(shape) >= 2 and 1 in shape and any(n > 1 for n in shape)
+
+
+def unit_between(shape: tuple[int, ...]) -> bool:
+    """Whether a dimension of size 1 sits between larger ones ((bsz, 1, heads, hd)): kernels that
+    compute a row as `b * S + s` then take the stride of a size-1 dimension for the packed row."""
+    big = [i for i, n in enumerate(shape) if n > 1]
+    return bool(big) and any(shape[i] == 1 and big[0] < i < big[-1] for i in range(len(shape)))
+
+
+def layout_kinds(shape: tuple[int, ...], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """The layout classes drawn for `shape`, with repeats as weights: "size1" only where the shape has
+    a dimension of size 1 beside larger ones, as half of the draws where it sits between them and a
+    quarter elsewhere ((rows, 1), (1, cols))."""
+    kinds = tuple(k for k in LAYOUTS if k in allowed and k != "size1")
+    if "size1" not in allowed or not has_unit(shape):
+        return kinds
+    return kinds + ("size1",) * max(1, len(kinds) if unit_between(shape) else -(-len(kinds) // 3))
 
 
 def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
     """`layouts` as a plain function of `draw` (cheaper inside other composites)."""
-    kinds = tuple(k for k in LAYOUTS if k in allowed)
+    kinds = layout_kinds(shape, allowed)
     kind = draw(choice(kinds)) if kinds else "contiguous"
     nd = len(shape)
     base = _contiguous(shape)
+    if kind == "size1":
+        return unit_strided(draw, shape, base, "expanded" in allowed)
     if kind == "offset":
         # one element: the pointer is not 16-byte aligned; 16 bytes: aligned but not at the start
         offset = draw(choice(tuple(sorted({1, 3, max(1, 16 // itemsize)}))))
@@ -109,3 +140,27 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed:
         strides = tuple(0 if i in chosen else s for i, s in enumerate(rstrides))
         return Layout("expanded", strides, 0, max(1, _extent(reduced, rstrides)))
     return base
+
+
+def unit_strided(draw: st.DrawFn, shape: tuple[int, ...], base: Layout, zero: bool) -> Layout:
+    """A packed layout whose size-1 dimensions carry another stride than the packed one (the view's
+    elements and storage are those of `base`): inherited (the stride a size-1 dimension has when it sat
+    next to another dimension before a transpose or unsqueeze: a dimension's stride times its size),
+    arbitrary, or zero (`zero`: a read-only tensor, as expand leaves it)."""
+    how = draw(choice(UNIT_STRIDES if zero else UNIT_STRIDES[:2]))
+    strides = list(base.strides)
+    extent = max(1, _extent(shape, base.strides))
+    for i, n in enumerate(shape):
+        if n != 1:
+            continue
+        if how == "zero":
+            strides[i] = 0
+            continue
+        options = sorted(({base.strides[j] * shape[j] for j in range(len(shape)) if shape[j] > 1} | {1})
+                         - {base.strides[i]})
+        if how == "inherited" and options:
+            strides[i] = options[draw(integers(0, len(options) - 1))]
+        else:  # arbitrary: any stride but the packed one
+            s = draw(integers(2, 4 * extent + 8))
+            strides[i] = s if s != base.strides[i] else s + 1
+    return Layout(f"size1-{how}", tuple(strides), 0, base.storage_size)

@@ -117,13 +117,24 @@ class TensorStrategy:
         """The skeleton with values drawn for its view's elements (written into its storage)."""
         dt, storage = skeleton.dt, skeleton.storage
         where = np.unique(skeleton.view_index().reshape(-1))
-        vals, specials = values_of(draw, int(where.size), dt, self.values)
+        vals, specials = values_of(draw, int(where.size), dt, self.values, rows_of(skeleton, where))
         storage[where] = vals
         aligned = "aligned" if (skeleton.offset * dt.itemsize) % 16 == 0 else "misaligned"
         tags = (skeleton.layout, aligned, dt.name, *specials)
         for tag in tags:
             event(f"tdiff: {tag}")
         return TensorArg(dt.name, skeleton.shape, skeleton.strides, skeleton.offset, storage, skeleton.layout, tags)
+
+
+def rows_of(arg: TensorArg, where: np.ndarray) -> np.ndarray | None:
+    """The row (along the last dimension) of each storage element in `where` (the view's, sorted), for
+    a tensor of two or more dimensions with elements; None otherwise."""
+    if len(arg.shape) < 2 or not arg.numel or not arg.dt.is_float:
+        return None
+    index = arg.view_index().reshape(-1)
+    row_of = np.zeros(arg.storage.size, np.int64)
+    row_of[index] = np.repeat(np.arange(arg.numel // arg.shape[-1]), arg.shape[-1])
+    return row_of[where]
 
 
 @st.composite

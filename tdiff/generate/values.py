@@ -1,8 +1,9 @@
 """Dense tensor values with special values sprinkled in on purpose.
 
 A draw is small and shrink-friendly: a distribution, a seed for dense values, a structure
-(`STRUCTURES`: dense, or one that dense values hide bugs behind), and a short list of (special kind,
-position). Shrinking removes specials and moves towards dense small integers.
+(`STRUCTURES`: dense, or one that dense values hide bugs behind; for tensors of two or more
+dimensions that may hold infinities, also a row of infinities, `INFINITE_ROWS`), and a short list of
+(special kind, position). Shrinking removes specials and moves towards dense small integers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ DISTRIBUTIONS = ("smallint", "normal", "uniform", "wide")
 #: value is not 0, so a forgotten max subtraction shows), negative (every value below 0: a running max
 #: started at 0), constant (every value equal: variance 0), sparse (mostly 0, a few large values)
 STRUCTURES = ("dense", "dense", "dense", "shifted", "negative", "constant", "sparse")
+#: a structure of 2-D and larger float tensors whose values may be infinite: one row (along the last
+#: dimension) of infinities, where reductions go wrong (a max-subtracting logsumexp gives NaN for a row
+#: of -inf, a fully masked row, where torch gives -inf); drawn as two of nine structures
+INFINITE_ROWS = "infinite rows"
+#: the rows it draws (each needs the infinities it holds to be allowed): every element -inf, one +inf
+#: among dense values, every element +inf or -inf (both present)
+ROW_KINDS = ("row of -inf", "row of -inf", "row with one +inf", "row of +inf and -inf")
 
 
 @dataclass(frozen=True)
@@ -184,14 +192,25 @@ def draw_values(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> t
     return values_of(draw, n, dt, spec)
 
 
-def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tuple[np.ndarray, tuple[str, ...]]:
-    """`draw_values` as a plain function of `draw` (cheaper inside other composites)."""
+def row_kinds(dt: DType, spec: Values) -> tuple[str, ...]:
+    """The infinite rows `spec` allows for `dt` (none where it rules out the infinities they hold)."""
+    allowed = set(spec.kinds(dt))
+    need = {"row of -inf": {"-inf"}, "row with one +inf": {"inf"}, "row of +inf and -inf": {"inf", "-inf"}}
+    return tuple(k for k in ROW_KINDS if need[k] <= allowed)
+
+
+def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT,
+              rows: np.ndarray | None = None) -> tuple[np.ndarray, tuple[str, ...]]:
+    """`draw_values` as a plain function of `draw` (cheaper inside other composites). `rows`: the
+    row (along the last dimension) of each of the n values, for tensors of two or more dimensions:
+    they may draw the `INFINITE_ROWS` structure."""
     dists = DISTRIBUTIONS if spec.min_value is None or dt.is_float else DISTRIBUTIONS[:-1]
     dist = draw(choice(dists))
     seed = draw(integers(0, 2**32 - 1))
     scale = draw(integers(-8, 3)) if dist == "normal" else 0  # down to ~0.004: tiny rows, where eps matters
-    kind = draw(choice(STRUCTURES)) if dt.is_float else "dense"
-    x = structure(kind, dense(dist, seed, scale, n, dt, spec), seed, dt, spec)
+    by_row = row_kinds(dt, spec) if rows is not None and dt.is_float and n else ()
+    form = draw(choice(STRUCTURES + (INFINITE_ROWS,) * 2 if by_row else STRUCTURES)) if dt.is_float else "dense"
+    x = structure(form, dense(dist, seed, scale, n, dt, spec), seed, dt, spec)
     kinds = tuple(spec.kinds(dt))
     placed: list[tuple[str, int]] = []
     if kinds and n:
@@ -200,7 +219,29 @@ def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT) -> tup
     final = dict((pos, kind) for kind, pos in placed)  # a later special at the same position wins
     for pos, kind in final.items():
         out[pos] = special_carrier(kind, dt)
-    return out, tuple(sorted(set(final.values())))
+    drawn = set(final.values())
+    if form == INFINITE_ROWS:  # on top of the dense values and the specials
+        drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]
+    return out, tuple(sorted(drawn))
+
+
+def infinite_row(draw: st.DrawFn, out: np.ndarray, rows: np.ndarray, dt: DType, allowed: tuple[str, ...]) -> str:
+    """Make one drawn row of `out` (carrier values; `rows` gives each value's row) one of the
+    `allowed` `ROW_KINDS`; returns the kind."""
+    which = draw(choice(allowed))
+    ids = np.unique(rows)
+    row = int(ids[draw(integers(0, ids.size - 1))])
+    at = np.flatnonzero(rows == row)
+    if which == "row of -inf":
+        out[at] = special_carrier("-inf", dt)
+    elif which == "row with one +inf":
+        out[at[draw(integers(0, at.size - 1))]] = special_carrier("inf", dt)
+    else:  # every element infinite, both signs present where the row has two elements
+        signs = np.random.default_rng(draw(integers(0, 2**16 - 1))).integers(0, 2, at.size).astype(bool)
+        if at.size > 1:
+            signs[0], signs[-1] = True, False
+        out[at] = np.where(signs, special_carrier("inf", dt), special_carrier("-inf", dt))
+    return which
 
 
 def poison(dt: DType) -> np.ndarray:

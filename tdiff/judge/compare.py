@@ -19,7 +19,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.case import Case
 from ..core.op_classes import as_run_by
-from ..core.outcome import Outcome
+from ..core.outcome import Outcome, narrowing_casts
 from ..core.static_ops import ORDER_TAG
 from ..core.tolerance import Tolerance, from_ops, resolve
 from .classify import kind_of
@@ -49,6 +49,7 @@ class Mismatch:
     scale: np.ndarray | None = None  # each element's dataflow magnitude (the tolerance's `scale` term)
     edge_pending: int = 0  # elements at the range edge that the float64 run may show to be legitimate
     within_tf32: bool = False  # every element would pass with the tf32 allowance this pair was not given
+    narrowing: tuple[tuple[str, str], ...] = ()  # undeclared narrowing casts (line, dtype) that fed the target
 
     @property
     def share(self) -> float:
@@ -379,18 +380,25 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
     ok = close(va, vb, tol, scale, ra, rb)
     if ta.dtype.is_float and not tol.exact:
         cmp.closeness = max(cmp.closeness, closeness(va, vb, tol, scale))
+    narrow = narrowing(path, ta, guide, case, rules, cmp) if _has_reference(cmp) and not tol.exact else ()
+    if narrow:  # a narrowing cast fed these values: any difference from the reference is the cast's
+        with np.errstate(invalid="ignore"):
+            ok &= (va == vb) | (np.isnan(va) & np.isnan(vb))
     if ok.all():
         return
     bad = ~ok
     pending = 0
+    infinite = None
     if ta.dtype.is_float and not tol.exact:
-        bad, pending = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
+        bad, pending, infinite = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
         if not bad.any():
             return
     if guide is not None and guide.fragile is not None and guide.fragile.shape == bad.shape:
         # decided by comparing computed values within tolerance of each other (an argmax among near-ties):
-        # either decision is right, on any backend
-        decided = bad & guide.fragile
+        # either decision is right, on any backend; (a decision between computed values does not make a NaN
+        # on one side only: a NaN the reference gives where the kernel passed over a NaN input is no near-tie)
+        with np.errstate(invalid="ignore"):
+            decided = bad & guide.fragile & (np.isnan(va) == np.isnan(vb))
         if decided.any():
             j = tuple(int(v) for v in np.argwhere(decided)[0]) if decided.ndim else ()
             cmp.forgiven.append(Forgiven(path, int(decided.sum()), (j, float(va[j]), float(vb[j])), why="fragile"))
@@ -399,7 +407,13 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
                 return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)
     m.edge_pending = pending
-    if guide is not None and guide.precision > ta.dtype.eps and ta.dtype.is_float and not tol.exact:
+    if infinite is not None and infinite.any():
+        exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
+        m.message += "; " + describe_infinite_nan(va, vb, infinite, names, exact)
+    if narrow:
+        m.narrowing = narrow
+        m.message += " (" + describe_narrowing(path, narrow, ta, case) + ")"
+    elif guide is not None and guide.precision > ta.dtype.eps and ta.dtype.is_float and not tol.exact:
         narrow = next((n for n in ("float32", "float16", "bfloat16") if dtypes.dtype(n).eps >= guide.precision),
                       "bfloat16")
         m.message += (f" (the kernel's arithmetic behind `{path}` ran in {narrow}, narrower than its {ta.dtype.name}: "
@@ -413,9 +427,62 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
     cmp.mismatches.append(m)
 
 
+# ------------------------------------------------------------------ narrowing casts
+
+def _float_inputs(case: Case) -> set[str]:
+    return {a.dtype for a in case.tensors().values() if a.dt.is_float}
+
+
+def _eps(name: str) -> float:
+    try:
+        return dtypes.dtype(name).eps
+    except (KeyError, ValueError, TypeError):
+        return math.inf  # a float type tdiff does not know (fp8e4b15): narrower than any it does
+
+
+def narrowing(path: str, ta: Target, guide: Target | None, case: Case, rules: Rules,
+              cmp: Comparison) -> tuple[tuple[str, str], ...]:
+    """The casts behind `path` (line, dtype) to a float type with fewer significand bits than every
+    floating input the case gives the kernel and than the target's own dtype, which the check does
+    not declare (a tolerance for `path`, or for every output, at least that type's epsilon): such a
+    cast rounds the result more coarsely than any value the kernel was given or returns (bfloat16 in
+    a float16 kernel), and the element tolerance does not forgive it. Casts to an input's or the
+    output's dtype, and widening casts, are free (the dataflow records only narrowing ones)."""
+    if guide is None or not ta.dtype.is_float:
+        return ()
+    casts = narrowing_casts(guide.precision)
+    if not casts:
+        return ()
+    coarsest = max([_eps(d) for d in _float_inputs(case)] + [ta.dtype.eps])
+    declared = rules.tolerances.get(path, rules.tolerance)
+    out = []
+    for line, name in casts:
+        eps = _eps(name)
+        if eps <= coarsest:
+            continue
+        if declared is not None:
+            tol = resolve(declared, Tolerance(exact=True), ta.dtype)
+            if tol.exact or max(tol.rtol, tol.scale) >= min(eps, 1.0):
+                continue
+        out.append((line, name))
+    return tuple(out)
+
+
+def describe_narrowing(path: str, casts: tuple[tuple[str, str], ...], ta: Target, case: Case) -> str:
+    """What the mismatch says about `narrowing`'s casts, and how to declare one that is meant."""
+    line, name = casts[0]
+    inputs = sorted(_float_inputs(case))
+    given = f"its {' and '.join(inputs)} inputs and " if inputs else ""
+    more = f" (and {len(casts) - 1} more cast(s))" if len(casts) > 1 else ""
+    return (f"`{path}` went through a cast to {name} at {line}{more}: fewer significand bits than {given}its "
+            f"{ta.dtype.name} output, so the kernel rounds more coarsely than anything it was given or returns; a "
+            f"narrowing cast is not forgiven as rounding, and any difference from the reference counts. If the "
+            f"precision is intended, declare tolerances={{{path!r}: tdiff.Tolerance.preset(\"arith\", {name!r})}}")
+
+
 def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: dtypes.DType, case: Case,
                 rules: Rules, guide: Target | None, cmp: Comparison, tol: Tolerance,
-                scale: np.ndarray | float) -> tuple[np.ndarray, int]:
+                scale: np.ndarray | float) -> tuple[np.ndarray, int, np.ndarray]:
     """Let pass the elements that differ only at the edge of the range where that is inherent to the
     computation at this precision: values at the dtype's limits fed them (inputs with edge ratio >= 1,
     or an intermediate at the limit), and an overflow happened on the way (seen by the interpreter),
@@ -423,14 +490,16 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     overflowed where the kernel's result matches the float64 run. Also where the exact result lies
     beyond the dtype's range (the float64 run's, or the reference's inf) and both sides are at the edge
     (inf, NaN or the top half of the range).
-    Returns the mismatches left, and how many of them are edge differences the float64 run (not
-    there yet) might let pass."""
+    Not where a side is NaN and the exact result an infinity that infinite inputs, not an overflow,
+    explain (`_infinite_nan`).
+    Returns the mismatches left, how many of them are edge differences the float64 run (not there
+    yet) might let pass, and the NaNs `_infinite_nan` kept failed."""
     edge = range_edge(va, vb, dt)
     if guide is not None and guide.overflow is not None and guide.overflow.shape == bad.shape:
         edge = edge | guide.overflow  # an overflow upstream can end in a finite value (rsqrt(inf) = 0)
     edge &= bad
     if not edge.any():
-        return bad, 0
+        return bad, 0, np.zeros(bad.shape, bool)
     coarse = guide is None or guide.scale is None
     if coarse:
         fed = np.full(bad.shape, input_edge(case) >= 1)
@@ -463,13 +532,57 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
             # inf on the way) or a value saturating towards the same infinity is all this dtype can give
             with np.errstate(invalid="ignore"):
                 beyond |= both & np.isinf(ref) & (np.isnan(other) | (np.sign(other) == np.sign(ref)))
-    legit = (candidates & inherent) | beyond
+    infinite = _infinite_nan(va, vb, bad, guide, cmp, exact)
+    legit = ((candidates & inherent) | beyond) & ~infinite
     if legit.any():
         j = tuple(int(v) for v in np.argwhere(legit)[0]) if legit.ndim else ()
         cmp.forgiven.append(Forgiven(path, int(legit.sum()), (j, float(va[j]), float(vb[j])), coarse))
     bad = bad & ~legit
-    pending = int(((candidates | both) & ~legit).sum()) if rules.fp64 is None else 0
-    return bad, pending
+    pending = int(((candidates | both) & ~legit & ~infinite).sum()) if rules.fp64 is None else 0
+    return bad, pending, infinite
+
+
+def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,
+                  exact: Target | None) -> np.ndarray:
+    """Elements where a side is NaN and the reference (or the float64 run) gives an infinity, the
+    program that computed them loaded infinite inputs, and no finite value overflowed on their way
+    (the interpreter's dataflow: see `dataflow.ovf`): the NaN is the kernel's arithmetic on infinite
+    inputs (a max-subtracting logsumexp on a fully masked row: -inf - -inf), the same in every
+    precision, not the range's. Needs the interpreter's dataflow (else nothing is flagged)."""
+    none = np.zeros(bad.shape, bool)
+    if guide is None or guide.scale is None or guide.edge is None or guide.edge.shape != bad.shape:
+        return none
+    fed = np.isposinf(guide.edge)  # the storing program loaded an infinity (dataflow.edge_ratio)
+    if guide.overflow is not None and guide.overflow.shape == bad.shape:
+        fed &= ~guide.overflow
+    fed &= bad
+    if not fed.any():
+        return none
+    found = none.copy()
+    for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
+        if name.split(":")[0] == "reference":
+            found |= np.isinf(ref) & np.isnan(other)
+    if exact is not None and exact.shape == bad.shape:
+        for side, name in ((va, cmp.a.backend), (vb, cmp.b.backend)):
+            if name.split(":")[0] != "reference":  # (a reference's own NaN is not the kernel's)
+                found |= np.isinf(exact.values) & np.isnan(side)
+    return found & fed
+
+
+def describe_infinite_nan(va: np.ndarray, vb: np.ndarray, infinite: np.ndarray, names: tuple[str, str],
+                          exact: Target | None) -> str:
+    """The mismatch text for `_infinite_nan`'s elements."""
+    j = tuple(int(v) for v in np.argwhere(infinite)[0]) if infinite.ndim else ()
+    a, b = float(va[j]), float(vb[j])
+    if np.isinf(a) and np.isnan(b) and names[0].split(":")[0] == "reference":
+        who, value = "the reference", a
+    elif np.isinf(b) and np.isnan(a) and names[1].split(":")[0] == "reference":
+        who, value = "the reference", b
+    else:
+        who, value = "the float64 run", float(exact.values[j]) if exact is not None else math.inf
+    return (f"{int(infinite.sum())} NaN where {who} gives {_fmt(value)}, first at {j}: infinite inputs fed it "
+            "(e.g. a fully masked row of -inf, or a row's +inf maximum subtracted from itself) and no finite value "
+            "overflowed on the way: the kernel's own NaN, not a range-edge difference")
 
 
 def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comparison,
@@ -487,6 +600,14 @@ def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comp
     if m is not None:
         m.message = f"`{path}`: {names[0]} returned {x!r}, {names[1]} returned {y!r}"
         cmp.mismatches.append(m)
+
+
+def returned_by(side: str, structure: Any) -> str:
+    """What one side returned, naming the side that produced it: the check's reference is not a run
+    of `launch`."""
+    if kind_of(side) == "reference":
+        return f"the reference returned {describe_structure(structure)}"
+    return f"`launch` returned {describe_structure(structure)} under {side}"
 
 
 def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> Comparison:
@@ -510,9 +631,8 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
             continue
         compare_targets(name, ta, tb, case, rules, cmp, ops, _guide_target(rules, va, vb, name), sampled)
     if va.structure != vb.structure:
-        cmp.mismatches.append(Mismatch("returned", "structure",
-                                       f"`launch` returned {describe_structure(va.structure)} under {names[0]}, "
-                                       f"{describe_structure(vb.structure)} under {names[1]}"))
+        cmp.mismatches.append(Mismatch("returned", "structure", f"{returned_by(names[0], va.structure)}, "
+                                                                f"{returned_by(names[1], vb.structure)}"))
         return cmp
     for path, ta in va.targets.items():
         tb = vb.targets.get(path)

@@ -419,7 +419,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         return rerun
     if isinstance(rerun, tuple):
         return Verdict(UNDECIDED, needs=rerun)
-    return Verdict(VS_REFERENCE, [f"{side}'s result differs from the reference beyond tolerance: a kernel bug, or a "
+    narrowed = any(m.narrowing for m in p.comparison.mismatches)  # type: ignore[union-attr]
+    how = "where a narrowing cast fed it" if narrowed else "beyond tolerance"
+    return Verdict(VS_REFERENCE, [f"{side}'s result differs from the reference {how}: a kernel bug, or a "
                                   f"backend bug", *reasons], pair=(side, ref), kind="values",
                    targets=_targets(p.comparison))  # type: ignore[arg-type]
 

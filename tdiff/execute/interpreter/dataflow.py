@@ -11,14 +11,22 @@ Each floating `TensorHandle` the instrumented builder returns carries shadows:
   cancels (`a * b - c` near zero) keeps the scale of its operands, and an element fed by values near 1
   is judged near 1 whatever other elements of the tensor hold. It is the per-element scale of
   tdiff's tolerance.
-- `ovf` (per element, "damaged"): an operation on finite operands gave inf, or on non-NaN operands
-  gave NaN (overflow, inf - inf, 0 * inf), or a product, quotient or exponential of nonzero operands
-  underflowed: the error scale no longer bounds the result's error, which then depends on an order
-  of operations Triton does not fix. So does a finite result within 16 roundings of its dtype's largest
-  value (a sum of squares at 65480 in fp16): another order of the same operations overflows. In a
-  float64 run on upcast inputs, a finite value beyond the case's own dtype's range counts too.
+- `ovf` (per element, "damaged"): an operation on finite operands gave inf or NaN (an overflow, and
+  everything computed from the infinity it made), or a product, quotient, exponential or narrowing
+  cast of nonzero finite values underflowed: the error scale no longer bounds the result's error,
+  which then depends on an order of operations Triton does not fix. So does a finite result within 16
+  roundings of its dtype's largest value (a sum of squares at 65480 in fp16): another order of the
+  same operations overflows; a sum or `tl.dot` with infinite terms whose finite terms could overflow in
+  some order (`-inf + max + max`: -inf or NaN); and a NaN from 0 * inf (the 0 may be a tiny number
+  rounded away). In a float64 run on upcast inputs, a finite value beyond the case's own dtype's range
+  counts too. Arithmetic on infinities that no overflow made (an input's -inf, a `-inf` fill) is not
+  damage: `inf - inf` is NaN on every backend, in every order, so a NaN from it is the kernel's result,
+  not the range's (a max-subtracting logsumexp on a row of -inf inputs).
 - `eps` (per handle): the unit roundoff of the narrowest float type the arithmetic upstream ran in
-  (loads are exact; fp16 arithmetic stored into an fp32 output carries fp16 rounding).
+  (loads are exact; fp16 arithmetic stored into an fp32 output carries fp16 rounding). A cast to a
+  float type with fewer significand bits than its operand makes it a `Precision` that names the cast
+  (source line and dtype), so a comparison can tell a narrowing cast from the arithmetic's own
+  rounding (see tdiff.judge.compare).
 - `fragile` (per element, any dtype): the value was decided by a comparison of computed floats that
   were within the arithmetic's tolerance of each other (`x == tl.max(x)` after an approximate `tanh`,
   `block_max > m`): another backend, rounding within its tolerance, may decide the other way, so an
@@ -39,6 +47,8 @@ import numpy as np
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
 
+from ...core.outcome import Precision, narrowing_casts
+from ..backends.base import user_line_now
 from .shims import bf16_to_f32
 
 MAG = "_tdiff_mag"
@@ -55,6 +65,10 @@ SPECIAL = ("create_masked_load", "create_load", "create_tensor_pointer_load", "c
 #: casts: they round only when they narrow
 CASTS = ("create_fp_to_fp", "create_fp_ext", "create_fp_trunc", "create_si_to_fp", "create_ui_to_fp",
          "create_bitcast", "create_int_cast")
+#: casts from a float to a float (rounding to the target's significand)
+FLOAT_CASTS = ("create_fp_to_fp", "create_fp_trunc", "create_fp_ext")
+#: how many narrowing casts a precision shadow remembers
+MAX_CASTS = 4
 
 _EPS = {16: 2.0**-10, 32: 2.0**-23, 64: 2.0**-52}
 
@@ -151,8 +165,10 @@ def near_limit(out_vals: np.ndarray, out_t: Any, mag: np.ndarray | None, eps: fl
 
 
 def _new_overflow(out_vals: np.ndarray, ins: Sequence[np.ndarray], above: float | None) -> np.ndarray | None:
-    """Where a non-finite result came from operands that were finite (inf) or not NaN (NaN); in a
-    float64 run, also where a finite result lies beyond the case's dtype (`above`)."""
+    """Where a non-finite result (inf, or NaN: 0 / 0) came from finite operands; in a float64 run,
+    also where a finite result lies beyond the case's dtype (`above`). A NaN from infinite operands
+    (inf - inf) is not new damage: an infinity an overflow made carries its own (`ovf`), and one that
+    came in (an input, a `-inf` fill) gives the same NaN on every backend."""
     beyond = None
     if above is not None:
         with np.errstate(invalid="ignore"):
@@ -160,17 +176,34 @@ def _new_overflow(out_vals: np.ndarray, ins: Sequence[np.ndarray], above: float 
         if not beyond.any():
             beyond = None
     bad = ~np.isfinite(out_vals)
-    if not bad.any():
+    if not bad.any() or not ins:  # (a constant: `float("inf")` is no overflow)
         return beyond
     shape = out_vals.shape
     finite = np.ones(shape, bool)
-    nonnan = np.ones(shape, bool)
     for v in ins:
-        fv = _fit(v, shape)
-        finite &= np.isfinite(fv)
-        nonnan &= ~np.isnan(fv)
-    new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+        finite &= np.isfinite(_fit(v, shape))
+    new = bad & finite
     return new if beyond is None else new | beyond
+
+
+def _zero_times_inf(out_vals: np.ndarray, floats: list[TensorHandle]) -> np.ndarray | None:
+    """Where an infinity met a 0 (0 * inf): a NaN whose exact value may be an infinity of either sign,
+    since the 0 may be a tiny number rounded away, in the kernel (1 + tanh(-12) in float32) or before it
+    (a launch that rounded softmax probabilities to float16). Damage, as an overflow is; unlike inf - inf,
+    which is NaN however exactly the infinities came."""
+    nan = np.isnan(out_vals)
+    if not nan.any() or len(floats) < 2:
+        return None
+    shape = out_vals.shape
+    vals = [_fit(values(h), shape) for h in floats]
+    zero = np.zeros(shape, bool)
+    inf = np.zeros(shape, bool)
+    for v in vals:
+        zero |= v == 0
+        inf |= np.isinf(v)
+        nan &= ~np.isnan(v)
+    hit = nan & zero & inf
+    return hit if hit.any() else None
 
 
 def _rule(name: str) -> str:
@@ -221,10 +254,12 @@ def _propagate(rule: str, floats: list[TensorHandle], out_vals: np.ndarray, shap
 _TINY = {16: 6.103515625e-05, 32: 1.1754943508222875e-38, 64: 2.2250738585072014e-308}
 
 
-def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_t: Any) -> np.ndarray | None:
-    """Where a product, quotient or exponential of nonzero operands underflowed (below the result
-    type's smallest normal): its error is no longer relative to it."""
-    if rule not in ("mul", "div", "fma", "exp", "exp2"):
+def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_t: Any,
+               cast: bool = False) -> np.ndarray | None:
+    """Where a product, quotient or exponential of nonzero finite operands, or a `cast` of a nonzero
+    finite value to a narrower type, underflowed (below the result type's smallest normal): its error
+    is no longer relative to it (and a 0 it became may meet an infinity: 0 * inf)."""
+    if rule not in ("mul", "div", "fma", "exp", "exp2") and not cast:
         return None
     tiny = _TINY.get(getattr(out_t, "primitive_bitwidth", 32), 0.0) if out_t != tl.bfloat16 else _TINY[32]
     with np.errstate(invalid="ignore"):
@@ -232,8 +267,11 @@ def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_
     if not small.any():
         return None
     operands = floats[:2] if rule in ("mul", "div", "fma") else floats[:1]
-    for h in operands:
-        small &= _fit(values(h), out_vals.shape) != 0
+    for h in operands:  # (an infinite operand gives an exact 0: exp(-inf), x / inf)
+        v = _fit(values(h), out_vals.shape)
+        small &= (v != 0) & np.isfinite(v)
+        if cast:  # a cast that kept the value (a subnormal widened) lost nothing
+            small &= v != out_vals
     return small if small.any() else None
 
 
@@ -253,8 +291,11 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: fl
     new = _new_overflow(out_vals, [values(h) for h in floats], above)
     if new is not None:
         ovf = new if ovf is None else ovf | new
+    zero_inf = _zero_times_inf(out_vals, floats)
+    if zero_inf is not None:
+        ovf = zero_inf if ovf is None else ovf | zero_inf
     out_t = scalar_type(out)
-    under = _underflow(_rule(name), out_vals, floats, out_t)
+    under = _underflow(_rule(name), out_vals, floats, out_t, cast=name in FLOAT_CASTS)
     if under is not None:
         ovf = under if ovf is None else ovf | under
     eps = max([eps_of(h) for h in floats], default=0.0)
@@ -262,6 +303,8 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: fl
         src = max((type_eps(scalar_type(h)) for h in floats), default=0.0)
         if type_eps(out_t) > src:
             eps = max(eps, type_eps(out_t))
+        if name in FLOAT_CASTS and floats and significand_eps(out_t) > significand_eps(scalar_type(floats[0])):
+            eps = narrowed(eps, out_t)
     elif floats:  # arithmetic rounds to its result's type
         eps = max(eps, type_eps(out_t))
     near = near_limit(out_vals, out_t, mag, eps, above) if floats else None
@@ -269,6 +312,32 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: fl
         ovf = near if ovf is None else ovf | near
     set_shadows(out, mag, ovf, eps)
     return near is not None
+
+
+def significand_eps(t: Any) -> float:
+    """2 ** -(significand bits) of a float type (fp8 included); 0 for other types."""
+    width = getattr(t, "fp_mantissa_width", None) if isinstance(t, tl.dtype) and t.is_floating() else None
+    return 2.0**-width if width else 0.0
+
+
+def narrowed(eps: float, t: Any) -> Precision:
+    """The precision shadow after a cast to the float type `t` that drops significand bits: at least
+    `t`'s roundoff, naming this cast (the kernel line running now) beside the casts `eps` names."""
+    site = (user_line_now(), str(dtype_name(t)))
+    casts = narrowing_casts(eps)
+    if site not in casts:
+        casts = (casts + (site,))[:MAX_CASTS]
+    return Precision(max(float(eps), type_eps(t) or significand_eps(t)), casts)
+
+
+def dtype_name(t: Any) -> str:
+    """tdiff's name of a Triton float type ("bfloat16", "float16", "float8_e4m3fn", ...)."""
+    names = {tl.float16: "float16", tl.bfloat16: "bfloat16", tl.float32: "float32", tl.float64: "float64"}
+    for attr, name in (("float8e4nv", "float8_e4m3fn"), ("float8e5", "float8_e5m2"), ("float8e4b15", "float8e4b15"),
+                       ("float8e4b8", "float8_e4m3fnuz"), ("float8e5b16", "float8_e5m2fnuz")):
+        if hasattr(tl, attr):
+            names.setdefault(getattr(tl, attr), name)
+    return names.get(t, str(t))
 
 
 def _shadow_handle(h: Any, kind: str) -> Any:
@@ -449,9 +518,16 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, ab
     fa, fb, fd = values(a), values(b), values(d)
     finite = np.isfinite(fa).all(axis=-1)[..., :, None] & np.isfinite(fb).all(axis=-2)[..., None, :] \
         & _fit(np.isfinite(fd), shape)
-    nonnan = (~np.isnan(fa)).all(axis=-1)[..., :, None] & (~np.isnan(fb)).all(axis=-2)[..., None, :] \
-        & _fit(~np.isnan(fd), shape)
-    new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+    new = ~np.isfinite(out_vals) & finite
+    if not finite.all():  # infinite terms: damaged where the finite products could overflow on the way, or an
+        # infinity met a 0 (see `_zero_times_inf`)
+        limit = above if above is not None else dtype_max(scalar_type(out))
+        with np.errstate(all="ignore"):
+            big = _finite_abs(fa).max(axis=-1)[..., :, None] * _finite_abs(fb).max(axis=-2)[..., None, :] * k
+        new |= ~np.isfinite(out_vals) & ~finite & (big + _fit(_finite_abs(fd), shape) > limit)
+        inf_a, inf_b = np.isinf(fa).any(axis=-1)[..., :, None], np.isinf(fb).any(axis=-2)[..., None, :]
+        zero_a, zero_b = (fa == 0).any(axis=-1)[..., :, None], (fb == 0).any(axis=-2)[..., None, :]
+        new |= np.isnan(out_vals) & ((inf_a & zero_b) | (zero_a & inf_b))
     if above is not None:
         with np.errstate(invalid="ignore"):
             new |= np.isfinite(out_vals) & (np.abs(out_vals) > above)
@@ -493,8 +569,11 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
     new = None
     if not np.isfinite(out_vals).all():
         finite = along(np.isfinite(vals), np.all)
-        nonnan = along(~np.isnan(vals), np.all)
-        new = (np.isinf(out_vals) & finite) | (np.isnan(out_vals) & nonnan)
+        new = ~np.isfinite(out_vals) & finite
+        if terms_grow and not finite.all():  # infinite terms: damaged only where the finite ones could overflow
+            could = _finite_overflow(vals, along, scalar_type(ho), above)
+            if could is not None:
+                new |= ~np.isfinite(out_vals) & could
     if above is not None:
         with np.errstate(invalid="ignore"):
             beyond = np.isfinite(out_vals) & (np.abs(out_vals) > above)
@@ -511,6 +590,20 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
         ovf = new if ovf is None else ovf | new
     set_shadows(ho, mag, ovf, eps)
     return near is not None
+
+
+def _finite_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float | None) -> np.ndarray | None:
+    """Sums whose finite positive (or negative) terms add up past the dtype's largest value: in some
+    order they overflow before or after meeting the infinite terms (`-inf + max + max`)."""
+    limit = above if above is not None else dtype_max(out_t)
+    if not limit or vals.size == 0:
+        return None
+    with np.errstate(all="ignore"):
+        fin = np.where(np.isfinite(vals), vals, 0.0)
+        pos = np.asarray(along(np.where(fin > 0, fin, 0.0), np.sum))
+        neg = np.asarray(along(np.where(fin < 0, -fin, 0.0), np.sum))
+        hit = (pos > limit) | (neg > limit)
+    return hit if hit.any() else None
 
 
 def _order_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float | None,

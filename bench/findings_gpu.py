@@ -1,0 +1,51 @@
+"""The snippets of FINDINGS.md liger 14, liger 15 and flaggems 10, run on the compiled kernels (needs a CUDA GPU).
+
+Each prints the library's result beside the reference's; the finding holds where they differ as FINDINGS.md says.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def liger_14() -> None:
+    from liger_kernel.ops.group_norm import LigerGroupNormFunction
+
+    f16 = dict(device="cuda", dtype=torch.float16)
+    X = torch.tensor([[[0.0, 0.0, 8.0]]], **f16, requires_grad=True)
+    W, B = torch.zeros(1, **f16, requires_grad=True), torch.zeros(1, **f16, requires_grad=True)
+    dY = torch.tensor([[[0.0, 5.0, 0.0]]], **f16)
+    LigerGroupNormFunction.apply(X, W, B, 1, 1, 1e-6).backward(dY)
+    Xd, Wd, Bd = (t.detach().double().requires_grad_() for t in (X, W, B))
+    torch.nn.functional.group_norm(Xd, 1, Wd, Bd, 1e-6).backward(dY.double())
+    got, want = W.grad.item(), Wd.grad.half().item()
+    print("liger 14: dW", got, "reference", want, "holds:", got != want)
+
+
+def liger_15() -> None:
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+    X = torch.full((1, 1), 1e13, device="cuda", requires_grad=True)
+    W = torch.full((1,), 1e13, device="cuda", requires_grad=True)
+    LigerRMSNormFunction.apply(X, W, 1e-6, 0.0, "llama", False).backward(torch.full((1, 1), 1e13, device="cuda"))
+    print("liger 15: dX", X.grad.item(), "holds:", not torch.isfinite(X.grad).all().item())
+
+
+def flaggems_10() -> None:
+    import flag_gems
+
+    x = torch.zeros(1, 4097, device="cuda")
+    x[0, 3072] = -float("inf")
+    _, mean, _ = torch.ops.aten.native_layer_norm(x, (4097,), None, None, 1e-5)
+    with flag_gems.use_gems():
+        _, mean2, _ = torch.ops.aten.native_layer_norm(x, (4097,), None, None, 1e-5)
+    print("flaggems 10: mean", mean2.flatten().tolist(), "torch", mean.flatten().tolist(),
+          "holds:", bool(torch.isnan(mean2).all() and torch.isinf(mean).all()))
+
+
+if __name__ == "__main__":
+    for f in (liger_14, liger_15, flaggems_10):
+        try:
+            f()
+        except Exception as exc:  # noqa: BLE001  one snippet failing does not hide the others
+            print(f"{f.__name__}: {type(exc).__name__}: {exc}")

@@ -1,8 +1,13 @@
-"""Known gaps of Triton's interpreter: the only errors that may set a case aside instead of failing it.
+"""Known gaps: the only errors that may set a case aside instead of failing it.
 
-A limitation is matched by the exception's type, its message, and where it was raised (inside
-Triton's interpreter), and only for the interpreter backend: the same exception from the compiled
-backend or the reference is an error. Anything not on this list fails the case.
+- Interpreter limitations: matched by the exception's type, its message, and where it was raised
+  (inside Triton's interpreter), and only for the interpreter backend: the same exception from the
+  compiled backend or the reference is an error.
+- Lane problems of a compiled stage lane (`compiled[from=ttgir]`, `compiled[ir=file]`): the lane could
+  not give an opinion on this Triton (a round trip that is not exact, an IR file of another
+  specialization); named by `LANE_PROBLEMS`, raised by `tdiff.execute.stages`.
+
+Anything else fails the case.
 """
 
 from __future__ import annotations
@@ -73,5 +78,21 @@ def match(exc: BaseException) -> Limitation | None:
     return None
 
 
+#: problems of a compiled stage lane (ErrorInfo kind "lane", the name in ErrorInfo.limitation): the pair is not judged
+ROUNDTRIP = "stage-roundtrip"  # a stage's round trip changed the results
+STAGE_COMPILE = "stage-compile"  # a stage's own text did not compile back
+IR_COMPILE = "ir-compile"  # a user's IR file did not compile
+IR_SPECIALIZATION = "ir-specialization"  # no launch of the case is the IR file's specialization
+LANE_PROBLEMS = {
+    ROUNDTRIP: "recompiling from the stage changed the results (the round trip is not exact on this Triton)",
+    STAGE_COMPILE: "the kernel's own stage text did not compile back",
+    IR_COMPILE: "the IR file did not compile",
+    IR_SPECIALIZATION: "no launch of the case is the IR file's specialization",
+}
+
+
 def describe(name: str) -> str:
-    return next((lim.description for lim in KNOWN if lim.name == name), name)
+    """What a limitation or lane problem means, for summaries."""
+    if name in LANE_PROBLEMS:
+        return "stage lane: " + LANE_PROBLEMS[name]
+    return "interpreter limitation: " + next((lim.description for lim in KNOWN if lim.name == name), name)

@@ -12,18 +12,18 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core import kernels
 from ..core.case import Case
 from ..core.outcome import Outcome
-from ..core.settings import RunOptions
+from ..core.settings import RunOptions, prepare_run_dir
 from ..declaration import Check, checks_of
 from ..errors import CorpusError, DivergenceError
 from ..execute import ahead
 from ..execute.backends.base import BackendSpec, gpu_available
 from ..execute.backends.dry_launch import SPEC as SPECIALIZE
-from ..execute.compile_budget import CompileBudget
+from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget
 from ..execute.workers import InProcess, Pool, shared_pool
 from ..judge.opinions import Opinions, choose
 from ..judge.verdict import NOT_JUDGED
@@ -33,23 +33,37 @@ from ..record.report import _comparisons, render, save_pictures
 from ..record.results import CheckResult, Divergence
 from ..record.shrink import shrink
 from .case_judge import CaseJudge, HangBudgetSpent, SetupError
+from .localize import which_pass
 from .search import Found, search
 
-__all__ = ["CheckResult", "Divergence", "Runner", "verify", "opinions_for"]
+__all__ = ["CheckResult", "Divergence", "Progress", "Runner", "verify", "opinions_for"]
 
 
 def opinions_for(check: Check, options: RunOptions) -> Opinions:
     return choose(check, options.backends, gpu_available)
 
 
+class Progress(Protocol):
+    """What a runner tells whoever shows a running check's progress (the pytest plugin): each phase it
+    enters (`replaying the corpus`, `searching`, `shrinking`, `writing the reproducer`) and each case drawn."""
+
+    def update(self, result: CheckResult, phase: str) -> None: ...
+
+
 class Runner:
     """Runs checks with one set of options and one executor (worker pool or in-process)."""
 
-    def __init__(self, options: RunOptions | None = None, executor: Any = None) -> None:
+    def __init__(self, options: RunOptions | None = None, executor: Any = None,
+                 progress: Progress | None = None) -> None:
         self.options = options or RunOptions()
         if executor is None:
             executor = InProcess() if self.options.isolation == "none" else shared_pool(self.options.gpu)
         self.executor = executor
+        self.progress = progress
+
+    def phase(self, result: CheckResult, phase: str) -> None:
+        if self.progress is not None:
+            self.progress.update(result, phase)
 
     def judge(self, check: Check, result: CheckResult, opinions: Opinions | None = None) -> CaseJudge:
         return CaseJudge(self.executor, check, opinions or opinions_for(check, self.options), self.options, result)
@@ -61,8 +75,9 @@ class Runner:
 
     def check_environments(self, judge: CaseJudge) -> None:
         """Backends in another environment (`interpreter@python`) need worker processes and a Python
-        that can run tdiff's worker: a ValueError naming the spec otherwise."""
-        from ..execute.environments import probe
+        that can run tdiff's worker: a ValueError naming the spec otherwise. The versions of each (and of
+        this environment) go into the result: a pass names both."""
+        from ..execute.environments import probe, versions_here
 
         for text in judge.opinions.specs:
             spec = BackendSpec.parse(text)
@@ -72,9 +87,10 @@ class Runner:
                 raise ValueError(f"backend {text!r} runs in another environment, in a worker process: it needs "
                                  "isolation='process' (--tdiff-isolation process), not 'none'")
             try:
-                probe(spec.python)
+                judge.result.environments[text] = probe(spec.python)
             except ValueError as exc:
                 raise ValueError(f"backend {text!r}: {exc}") from None
+            judge.result.here = versions_here()
 
     # -- one check -----------------------------------------------------------------
     def run_check(self, check: Check) -> CheckResult:
@@ -89,7 +105,9 @@ class Runner:
         budget = self.budget(check, judge.opinions)
         try:
             if self.options.replay:
+                self.phase(result, "replaying the corpus")
                 self.replay_corpora(check, result, judge)
+            self.phase(result, "searching")
             compile_ahead, started = None, {}
             if workers:
                 def compile_ahead(cases: list[Case]) -> None:
@@ -97,14 +115,19 @@ class Runner:
                     started.update(ahead.start(self.executor, check.ref(), chosen, workers,
                                                     check.timeout or self.options.timeout))
             try:
-                found = search(judge, budget, lambda case: self.predict_keys(check, case), compile_ahead)
+                found = search(judge, budget, lambda case: self.predict_keys(check, case), compile_ahead,
+                               lambda phase: self.phase(result, phase))
             finally:
                 if started:
                     result.ahead = ahead.finish(self.executor, started)
             result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
-            result.notes += [f"specialization classes: {line}" for line in budget.coverage()]
+            result.spec_classes = budget.coverage()
+            result.spec_skipped = _skipped_classes(budget)
+            if result.spec_skipped:
+                result.notes.append("the compile budget never compiled specialization classes that drawn cases "
+                                    "brought: " + "; ".join(result.spec_skipped))
             if found is not None:
                 result.divergences.append(self.finish(check, judge, found))
         except DivergenceError:
@@ -168,6 +191,7 @@ class Runner:
         case, verdict, ev = found.case, found.verdict, found.evidence
         info = None
         if source == "search" and self.options.shrink_budget > 0 and not judge.timeouts.spent:
+            self.phase(judge.result, "shrinking")
             with contextlib.suppress(HangBudgetSpent):  # hangs cost enough: keep the case as found
                 case, verdict, ev, info = shrink(case, verdict, ev, lambda c: judge.verdict(c),
                                                  self.options.shrink_budget)
@@ -182,7 +206,14 @@ class Runner:
         extra = []
         if info is not None:
             extra.append(f"shrunk: {info.describe()}")
+        if self.options.localize and not judge.timeouts.spent:
+            self.phase(judge.result, "localizing the compiler pass")
+            line = which_pass(judge, case, verdict, ev)
+            if line is not None:
+                extra.append(line)
         if self.options.repro_dir is not None and write_repro:
+            self.phase(judge.result, "writing the reproducer")
+            prepare_run_dir(self.options.run_dir, self.options.repro_dir)
             folder = Path(self.options.repro_dir) / corpus_mod.case_folder(check, case)
             try:
                 dry = None
@@ -202,6 +233,7 @@ class Runner:
             extra.append(f"corpus entry: not written (the known divergence of {same})")
         elif self.options.corpus_dir is not None and writes:
             try:
+                prepare_run_dir(self.options.run_dir, self.options.corpus_dir)
                 div.corpus_path = corpus_mod.write(Path(self.options.corpus_dir), check, case, verdict, ev)
                 extra.append(f"corpus entry: {div.corpus_path}")
                 if source == "fuzz":
@@ -225,7 +257,7 @@ class Runner:
     def replay_corpora(self, check: Check, result: CheckResult, judge: CaseJudge) -> None:
         """Replay the check's entries in every corpus of the run (`corpus_dir`, then `corpus_more`), each
         entry once; copies of an entry that conflict are replayed from none and make the check an error."""
-        roots = [r for r in (self.options.corpus_dir, *self.options.corpus_more) if r is not None]
+        roots = self.options.corpora()
         if not roots:
             return
         found = corpus_union.entries_for_check(roots, check)
@@ -249,6 +281,11 @@ class Runner:
             result.notes.append(str(exc))
             return "error"
         known = meta.get("expect") == "divergence"  # a known bug, e.g. in Triton: kept as a watch
+        recorded_under = corpus_mod.other_triton(meta)
+        if recorded_under:
+            result.other_versions[recorded_under] += 1
+            result.notes.append(f"corpus entry {entry.path} was recorded under {recorded_under}; replayed here under "
+                                f"triton {corpus_mod.triton_here()}")
         verdict, ev = judge.verdict(case, final=known)  # a known divergence's note names its cause
         judge.account(verdict, ev)
         if verdict.label == NOT_JUDGED:
@@ -280,6 +317,18 @@ class Runner:
         result.divergences.append(self.finish(check, judge, Found(case, verdict, ev),
                                               source=f"corpus entry {entry.path}"))
         return "failed"
+
+
+def _skipped_classes(budget: CompileBudget) -> list[str]:
+    """The specialization classes of kernel arguments that drawn cases brought and no case compiled (the
+    budget ran them without the compiled backend), one line per argument."""
+    by_param: dict[tuple, list[str]] = {}
+    for name, index, cls in sorted(budget.drawn - budget.classes, key=str):
+        if index == "options" or not (isinstance(cls, tuple) and len(cls) == 2) or cls[0] == "constexpr":
+            continue
+        table = POINTER_CLASSES if str(cls[0]).startswith("*") else INT_CLASSES
+        by_param.setdefault((name, index), []).append(table.get(cls[1], str(cls[1])))
+    return [f"{name} argument {index}: {' or '.join(texts)}" for (name, index), texts in by_param.items()]
 
 
 def _same_divergence(recorded: dict, verdict: Any) -> bool:

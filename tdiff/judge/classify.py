@@ -1,9 +1,9 @@
 """The one place that decides what a pair of outcomes allows: judge them, set them aside with a
 typed reason, or fail.
 
-Only a known interpreter limitation (`tdiff.limitations`) on the interpreter's side, with the
-other side clean, sets a pair aside. Every other error fails: the compiled backend's, the
-reference's, a crash, a timeout, an unknown interpreter exception.
+Only a known interpreter limitation on the interpreter's side, or a lane problem of a compiled stage
+lane (`tdiff.core.limitations`), with the other side clean, sets a pair aside. Every other error
+fails: the compiled backend's, the reference's, a crash, a timeout, an unknown interpreter exception.
 """
 
 from __future__ import annotations
@@ -37,6 +37,16 @@ def is_limitation(o: Outcome) -> bool:
         and bool(o.error.limitation)
 
 
+def is_lane_problem(o: Outcome) -> bool:
+    """A compiled stage lane that could not give its opinion on this Triton (`compiled[from=ttgir]`)."""
+    return o.error is not None and o.error.kind == "lane" and kind_of(o.backend) == "compiled" \
+        and o.error.limitation in limitations.LANE_PROBLEMS
+
+
+def set_aside(o: Outcome) -> bool:
+    return is_limitation(o) or is_lane_problem(o)
+
+
 def outcome_failure(o: Outcome) -> str:
     """How an outcome failed, for reports: "compiled error: timeout: ..." and the like."""
     assert o.error is not None
@@ -48,7 +58,7 @@ def classify(a: Outcome, b: Outcome) -> Classification:
     errors = [o for o in (a, b) if o.error is not None]
     if not errors:
         return Classification(JUDGE)
-    hard = [o for o in errors if not is_limitation(o)]
+    hard = [o for o in errors if not set_aside(o)]
     if hard:
         return Classification(FAIL, "; ".join(outcome_failure(o) for o in hard), tuple(o.backend for o in hard))
     names = sorted({o.error.limitation for o in errors})  # type: ignore[union-attr]
@@ -56,4 +66,4 @@ def classify(a: Outcome, b: Outcome) -> Classification:
 
 
 def describe_discard(c: Classification) -> str:
-    return "interpreter limitation: " + "; ".join(limitations.describe(n) for n in c.reason.split(", "))
+    return "; ".join(limitations.describe(n) for n in c.reason.split(", "))

@@ -59,6 +59,11 @@ class BackendSpec:
     # (as Triton spells them), and an autotune config index that replaces the case's
     launch: tuple[tuple[str, Any], ...] = ()
     config: int | None = None
+    # stage variants (see tdiff.execute.stages): `compiled[from=ttgir]` recompiles each launch from its own
+    # stage text; `compiled[ir=path/to/kernel.ttgir]` runs a user's IR file (an absolute path) for the launches
+    # of its specialization
+    stage: str | None = None
+    ir: str | None = None
     # another Python environment (`interpreter@/venv/bin/python`): its worker runs this backend there
     python: str | None = None
 
@@ -66,31 +71,38 @@ class BackendSpec:
     def parse(cls, text: str | BackendSpec) -> BackendSpec:
         if isinstance(text, BackendSpec):
             return text
-        text = text.strip()
+        written = text = text.strip()
+        inner = None
+        if "[" in text:  # a compiled variant: its [options] may hold a path (ir=...): set them apart first
+            start = text.index("[")
+            end = text.find("]", start)
+            if end < 0:
+                raise ValueError(f"backend {written!r}: [options] are not closed")
+            text, inner = text[:start] + "[]" + text[end + 1:], text[start + 1:end]
         if "." in text.split(":")[0].split("@")[0]:  # module path: "pkg.mod:Factory[:opt]"
             mod, _, rest = text.partition(":")
             attr, _, opts = rest.partition(":")
-            return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, text))
+            return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, written))
         kind, _, opts = text.partition(":")
         variant: dict[str, Any] = {}
         if "@" in kind:
             kind, _, python = kind.partition("@")
-            if kind not in ("compiled", "interpreter") and not kind.startswith("compiled["):
-                raise ValueError(f"backend {text!r}: only compiled and interpreter run in another environment, "
+            if kind not in ("compiled", "interpreter", "compiled[]"):
+                raise ValueError(f"backend {written!r}: only compiled and interpreter run in another environment, "
                                  "written interpreter@/path/to/venv/bin/python")
             from ..environments import check_exists
 
-            check_exists(python, text)
+            check_exists(python, written)
             variant["python"] = python
-        if "[" in kind:
-            kind, _, inner = kind.partition("[")
-            if kind != "compiled" or not inner.endswith("]"):
-                raise ValueError(f"backend {text!r}: only compiled takes [options], written "
+        if inner is not None:
+            if kind != "compiled[]":
+                raise ValueError(f"backend {written!r}: only compiled takes [options], written "
                                  "compiled[num_warps=2,num_stages=1]")
-            variant.update(_parse_variant(inner[:-1], text))
+            kind = "compiled"
+            variant.update(_parse_variant(inner, written))
         if kind not in ("compiled", "interpreter", "reference"):
-            raise ValueError(f"unknown backend {text!r}: use compiled, interpreter, reference or module:Factory")
-        return cls(kind=kind, **variant, **_parse_opts(opts, text))
+            raise ValueError(f"unknown backend {written!r}: use compiled, interpreter, reference or module:Factory")
+        return cls(kind=kind, **variant, **_parse_opts(opts, written))
 
     def with_(self, **changes: Any) -> BackendSpec:
         return replace(self, **changes)
@@ -113,7 +125,9 @@ class BackendSpec:
     @property
     def variant(self) -> str:
         """`[num_warps=2,config=1]` for a compiled variant, else ''."""
-        items = [f"{VARIANT_NAMES.get(k, k)}={_show(k, v)}" for k, v in self.launch]
+        items = [f"from={self.stage}"] if self.stage else []
+        items += [f"ir={_short(self.ir)}"] if self.ir else []
+        items += [f"{VARIANT_NAMES.get(k, k)}={_show(k, v)}" for k, v in self.launch]
         items += [f"config={self.config}"] if self.config is not None else []
         return f"[{','.join(items)}]" if items else ""
 
@@ -143,15 +157,35 @@ def _show(key: str, value: Any) -> str:
     return str(value)
 
 
+#: the stages `compiled[from=...]` recompiles from (tdiff.execute.stages.support.FROM_STAGES)
+FROM_STAGES = ("ttir", "ttgir", "llir", "ptx")
+#: the file types `compiled[ir=...]` runs (what Triton's ir_override takes)
+IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
+
+
 def _parse_variant(inner: str, text: str) -> dict:
     launch: list[tuple[str, Any]] = []
     config = None
+    stage = ir = None
     for item in filter(None, (p.strip() for p in inner.split(","))):
         name, eq, value = item.partition("=")
         name, value = name.strip(), value.strip()
         if not eq or not value:
             raise ValueError(f"backend {text!r}: write each option as name=value, got {item!r}")
-        if name == "config":
+        if name == "from":
+            if value not in FROM_STAGES:
+                raise ValueError(f"backend {text!r}: from= takes a stage the kernel is recompiled from: "
+                                 f"{', '.join(FROM_STAGES)}; got {value!r}")
+            stage = value
+        elif name == "ir":
+            suffix = Path(value).suffix.lstrip(".")
+            if suffix not in IR_STAGES:
+                raise ValueError(f"backend {text!r}: ir= names an IR file ending in "
+                                 f"{', '.join('.' + s for s in IR_STAGES)}; got {value!r}")
+            if not Path(value).is_file():
+                raise ValueError(f"backend {text!r}: no IR file at {value!r}")
+            ir = os.path.abspath(value)
+        elif name == "config":
             if not value.isdigit():
                 raise ValueError(f"backend {text!r}: config is an autotune config index, got {value!r}")
             config = int(value)
@@ -165,8 +199,10 @@ def _parse_variant(inner: str, text: str) -> dict:
             launch.append((VARIANT_OPTIONS[name], int(value)))
         else:
             raise ValueError(f"backend {text!r}: unknown option {name!r}; a compiled variant takes "
-                             f"{', '.join(sorted(VARIANT_OPTIONS))} or config")
-    return {"launch": tuple(launch), "config": config}
+                             f"{', '.join(sorted(VARIANT_OPTIONS))}, config, from or ir")
+    if stage and ir:
+        raise ValueError(f"backend {text!r}: from= and ir= do not go together (ir= is a stage's IR already)")
+    return {"launch": tuple(launch), "config": config, "stage": stage, "ir": ir}
 
 
 def _parse_opts(opts: str, text: str) -> dict:

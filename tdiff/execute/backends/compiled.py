@@ -16,7 +16,7 @@ from ...core import kernels
 from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from ...core.static_ops import dot_kinds
-from ..launch_keys import key_of
+from ..launch_keys import key_of, native_specialize_impl
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty, grid3, launch_record, route_launches
 from .base import BackendSpec, Target, error_info
 
@@ -50,7 +50,8 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         live.add(len(outcome.launches), args, call_kwargs)
         options = {k: v for k, v in kwargs.items() if k not in names}
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
-        outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
+        if native_specialize_impl is not None:  # Triton 3.5+ (before: the keys are not known, as for dry launches)
+            outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
     before, on_disk = _cache_size(jit), _disk_entries()
     t0 = time.perf_counter()
     out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
@@ -82,6 +83,11 @@ class CompiledBackend:
         self.name = self.spec.label
         self.device = self.spec.device or "cuda"
         self.poisoned = False  # set after a CUDA error: the context is unusable, the worker must restart
+        self.lane = None  # compiled[from=<stage>] / compiled[ir=<file>]: see tdiff.execute.stages.launch
+        if self.spec.stage or self.spec.ir:
+            from ..stages.launch import StageLane
+
+            self.lane = StageLane(self.spec.stage, self.spec.ir)
 
     def run(self, target: Target, case: Case) -> Outcome:
         t0 = time.perf_counter()
@@ -98,8 +104,11 @@ class CompiledBackend:
         kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), config)
         live = LiveArgs()
         overrides = dict(self.spec.launch)  # a variant's launch options replace the launch's own
+        state = self.lane.begin() if self.lane is not None else None
 
         def handler(jit, original, args, grid, warmup, kwargs):
+            if state is not None:  # a stage lane compiles each launch again from a stage, then launches that
+                original = self.lane.wrap(original, state)
             return recorded_launch(plan, outcome, live, jit, original, args, grid, warmup, {**kwargs, **overrides})
 
         returned = None
@@ -117,6 +126,11 @@ class CompiledBackend:
             except Exception as exc:  # the context died while copying back
                 if outcome.error is None:
                     outcome.error = self._error(exc)
+        if state is not None and not self.poisoned:
+            try:
+                self.lane.finish(state, outcome, lambda: self._plain().run(target, case))
+            except Exception as exc:
+                outcome.error = self._error(exc)
         outcome.seconds = time.perf_counter() - t0
         if not self.poisoned:
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -124,7 +138,15 @@ class CompiledBackend:
             outcome.device = f"{_device_name(torch.cuda.current_device())}{pinned}"
         return outcome
 
+    def _plain(self) -> CompiledBackend:
+        """The same backend without its stage lane (a from= round trip's results are checked against it)."""
+        return CompiledBackend(self.spec.with_(stage=None, ir=None))
+
     def _error(self, exc: BaseException, kind: str | None = None) -> ErrorInfo:
+        if self.lane is not None:
+            lane_error = self.lane.error(exc)
+            if lane_error is not None:  # the lane could not give its opinion: the pair is not judged
+                return lane_error
         info = error_info(exc, kind)
         if any(s in info.message for s in CUDA_FATAL):
             self.poisoned = True

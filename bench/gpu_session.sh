@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One batched session on the GPU machine (the `device` tool): everything that needs the compiled path, each step's
+# log under $OUT, a one-line result per step in $OUT/summary.txt. Wheels it needs (no network there) are carried in
+# .whl/ (pip download --no-deps liger-kernel==0.8.5 flag-gems==5.0.2 packaging pyyaml sqlalchemy greenlet
+# typing_extensions). Usage: bash bench/gpu_session.sh [step ...] (default: all steps).
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+PY=python
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+
+setup() {
+    local tag
+    tag=$($PY -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    $PY -m pip install -q --no-deps --no-index .whl/*none-any.whl $(ls .whl/*"$tag"*.whl 2>/dev/null) 2>&1 | tail -2
+    $PY -c "import torch, triton, numpy, hypothesis; print('torch', torch.__version__, 'triton', triton.__version__, \
+'numpy', numpy.__version__, 'hypothesis', hypothesis.__version__, torch.cuda.get_device_name())" | tee "$OUT/versions.txt"
+    nproc >> "$OUT/versions.txt"
+}
+
+step_main() {  # the README's main job, as a user runs it on a GPU machine
+    local t0=$SECONDS
+    rm -rf .tdiff .hypothesis
+    $PY -m pytest --tdiff suites -n 8 -p no:cacheprovider > "$OUT/main.txt" 2>&1
+    summary "main job: exit $?, $((SECONDS - t0)) s, $(wc -l < "$OUT/main.txt") lines; $(tail -1 "$OUT/main.txt")"
+}
+
+step_seeds() {  # the real suites at two more seeds
+    for seed in 1 2; do
+        local t0=$SECONDS
+        rm -rf .tdiff
+        $PY -m pytest --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider --tdiff-seed $seed -q \
+            > "$OUT/seed$seed.txt" 2>&1
+        summary "real suites seed $seed: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/seed$seed.txt")"
+    done
+}
+
+step_gpu_tests() {  # tdiff's own tests that need the compiled backend
+    local t0=$SECONDS
+    $PY -m pytest tests -m gpu -n 8 -q -p no:cacheprovider > "$OUT/gpu_tests.txt" 2>&1
+    summary "tests -m gpu: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/gpu_tests.txt")"
+}
+
+step_localize() {  # --tdiff-localize end to end: a pass planted in make_ttgir, named in the pytest report
+    local t0=$SECONDS
+    rm -rf .tdiff
+    TDIFF_STAGES_PLANT=ttgir:ttgpuir.add_remove_layout_conversions:0 $PY -m pytest --tdiff tests/stage_kernels.py \
+        -k add_kernel --tdiff-localize on -p no:cacheprovider -p no:xdist > "$OUT/localize.txt" 2>&1
+    summary "localize (pytest): exit $?, $((SECONDS - t0)) s; $(grep -m1 -o 'which pass: .*' "$OUT/localize.txt" | cut -c1-200)"
+}
+
+step_stages() {  # stage lanes on the bundled suites, planted passes localized
+    local t0=$SECONDS
+    $PY bench/stages_gpu.py > "$OUT/stages.txt" 2>&1
+    summary "bench/stages_gpu.py: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/stages.txt")"
+}
+
+step_findings() {  # the snippets of this round's new findings, on the compiled kernels
+    $PY bench/findings_gpu.py > "$OUT/findings.txt" 2>&1
+    summary "findings snippets: exit $?; $(tr '\n' ' ' < "$OUT/findings.txt" | cut -c1-400)"
+}
+
+setup
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(main localize findings gpu_tests seeds stages)
+for s in "${steps[@]}"; do "step_$s"; done

@@ -1,0 +1,59 @@
+"""`--tdiff-localize`: after a `compiled wrong` verdict, name the compiler pass where the case goes wrong.
+
+The case is rerun on the GPU lane of the check with each IR snapshot (tdiff.execute.stages.localize); a
+snapshot agrees when its outcome compares within tolerance with every other opinion the compiled lane was
+judged against in the final verdict (the interpreter, the reference).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.case import Case
+from ..core.outcome import Outcome
+from ..execute.stages import StageUnsupported, localize
+from ..judge.classify import kind_of
+from ..judge.evidence import Evidence, gather
+from ..judge.verdict import Verdict
+
+
+def wrong_compiled_role(verdict: Verdict, roles: dict[str, Any]) -> str | None:
+    """The label of the compiled lane a verdict says is wrong (compiled from source), or None."""
+    if not verdict.failed or not verdict.label.endswith(" wrong") or verdict.pair is None:
+        return None
+    for label in verdict.pair:
+        spec = roles.get(label)
+        if spec is not None and kind_of(label) == "compiled" and verdict.label.startswith("compiled") \
+                and not (spec.stage or spec.ir or spec.python):
+            return label
+    return None
+
+
+def which_pass(judge: Any, case: Case, verdict: Verdict, ev: Evidence) -> str | None:
+    """One line for the report ("which pass: ..."), or None where the verdict is not `compiled wrong`."""
+    role = wrong_compiled_role(verdict, judge.roles)
+    if role is None:
+        return None
+    others = {k: o for k, o in ev.outcomes.items() if k != role and o.error is None}
+    if not others:
+        return "which pass: not localized (no other opinion ran without an error)"
+    check = judge.check
+
+    def run(spec: Any) -> Outcome:
+        return judge.run(case, [spec])[0]
+
+    def agrees(outcome: Outcome) -> bool | None:
+        outcome.backend = role
+        outs = {**others, role: outcome}
+        e = gather(case, check.kernel_name, outs, judge.rules(), [(role, k) for k in others])
+        if any(not p.classification.judged for p in e.pairs):
+            return None
+        return not any(p.disagrees for p in e.pairs)
+
+    try:
+        found = localize(check, case, run=run, agrees=agrees, spec=judge.roles[role])
+    except StageUnsupported as exc:
+        return f"which pass: not localized ({exc})"
+    except Exception as exc:  # noqa: BLE001  the localizer failing never hides the divergence
+        return f"which pass: not localized ({type(exc).__name__}: {exc})"
+    return f"which pass: {found.sentence()}"

@@ -6,11 +6,15 @@ import types
 
 import numpy as np
 import pytest
+import torch
+import triton
 import triton.language as tl
 from triton.language.semantic import TritonSemantic
 from triton.runtime import interpreter as interp
 
+import tdiff
 from tdiff import compat
+from tdiff import strategies as tst
 
 pytestmark = pytest.mark.triton_matrix
 
@@ -136,3 +140,49 @@ def test_a_relaunch_without_constexprs_gets_those_it_was_made_with():
     assert again(("x1", "o1"), {"n": 5, "BLOCK": 8}) == (("x1", "o1"), {"n": 5, "BLOCK": 8})
     # FlagGems passes every argument before Triton 3.7
     assert again(("x1", "o1", 5), {}, (3, 6, 0)) == (("x1", "o1", 5), {})
+
+
+# ------------------------------------------------------------------ the same, through tdiff's launch routing
+
+class _KeepFirst:
+    """A kernel cache as FlagGems' LibEntry keeps one: the first launch goes through `run`, later ones call
+    what it returned, with every argument before Triton 3.7 and the non-constexpr ones from 3.7 (as a compiled
+    kernel's launcher takes them)."""
+
+    def __init__(self, fn):
+        self.fn, self.kept = fn, None
+
+    def __getitem__(self, grid):
+        def launch(*args):
+            if self.kept is None:
+                self.kept = self.fn.run(*args, grid=grid, warmup=False)
+                return
+            plain = args if compat.relaunch_takes_constexprs() else \
+                [a for a, p in zip(args, self.fn.params) if not p.is_constexpr]
+            self.kept[grid](*plain)
+
+        return launch
+
+
+@triton.jit
+def _scale(x_ptr, out_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * FACTOR, mask=m)
+
+
+def _twice(kernel, x):
+    cached = _KeepFirst(kernel)
+    out, out2 = torch.empty_like(x), torch.empty_like(x)
+    cached[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), 3, 16)
+    cached[(triton.cdiv(x.numel(), 16),)](out, out2, x.numel(), 3, 16)  # relaunched: constexprs added back
+    return out2
+
+
+tdiff.check(launch=_twice, reference=lambda x: x * 9, max_examples=5,
+            x=tst.tensors(ndim=1, dtype="float32", max_side=40, layouts=["contiguous"]))(_scale)
+
+
+def test_a_kept_kernel_relaunched_without_its_constexprs_runs_in_tdiffs_interpreter():
+    (res,) = tdiff.verify(_scale, profile="ci", isolation="none", corpus_dir=None, repro_dir=None)
+    assert res.status == "passed" and res.judged == 5, res.report()

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import compat
 from ..core import dtypes
 from ..core.case import Case, TensorArg
 from ..core.outcome import CANARY, GUARD_BYTES, LaunchRecord, Opaque, ReturnedTensor, StorageOutcome
@@ -241,16 +242,28 @@ def launch_record(jit: Any, grid: tuple[int, int, int], args: tuple, kwargs: dic
 class Relaunch:
     """What a routed launch returns in place of the compiled kernel. Wrappers that keep it and launch
     it again directly (FlagGems' LibEntry caches it per specialization) go through `JITFunction.run`
-    once more, so every launch is seen; other attributes are the compiled kernel's."""
+    once more, so every launch is seen; other attributes are the compiled kernel's. Where the wrapper
+    relaunches with the non-constexpr arguments only (as a compiled kernel takes them: LibEntry from
+    Triton 3.7), the constexprs of the launch that made it are added back (`tdiff.compat`)."""
 
-    def __init__(self, jit: Any, compiled: Any) -> None:
+    def __init__(self, jit: Any, compiled: Any, made: dict[str, Any] | None = None) -> None:
         self.jit = jit
         self.compiled = compiled
+        self.made = made or {}
+
+    def _complete(self, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        params = [(p.name, bool(p.is_constexpr)) for p in getattr(self.jit, "params", ())]
+        return compat.relaunch_arguments(params, self.made, args, kwargs) if params else (args, kwargs)
 
     def __getitem__(self, grid: Any) -> Any:
-        return lambda *args, **kwargs: self.jit.run(*args, grid=grid, warmup=False, **kwargs)
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = self._complete(args, kwargs)
+            return self.jit.run(*args, grid=grid, warmup=False, **kwargs)
+
+        return launch
 
     def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        args, kwargs = self._complete(args, kwargs)
         return self.jit.run(*args, grid=grid, warmup=warmup, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -267,7 +280,8 @@ def route_launches(handler: Any) -> Iterator[None]:
     original = JITFunction.__dict__["run"]
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
-        return Relaunch(self, handler(self, original, args, grid, warmup, kwargs))
+        made = dict(zip(getattr(self, "arg_names", ()), args), **kwargs)
+        return Relaunch(self, handler(self, original, args, grid, warmup, kwargs), made)
 
     JITFunction.run = run
     try:

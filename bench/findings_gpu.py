@@ -1,4 +1,4 @@
-"""The snippets of FINDINGS.md liger 14, liger 15 and flaggems 10, run on the compiled kernels (needs a CUDA GPU).
+"""The snippets of FINDINGS.md liger 14, 15, 16 and flaggems 10, run on the compiled kernels (needs a CUDA GPU).
 
 Each prints the library's result beside the reference's; the finding holds where they differ as FINDINGS.md says.
 """
@@ -31,6 +31,17 @@ def liger_15() -> None:
     print("liger 15: dX", X.grad.item(), "holds:", not torch.isfinite(X.grad).all().item())
 
 
+def liger_16() -> None:
+    from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+
+    x = torch.full((1, 1), -float("inf"), device="cuda")
+    out = LigerCrossEntropyFunction.apply(x, torch.zeros(1, dtype=torch.long, device="cuda"), None, -100, 1e-4, 0.0,
+                                          "mean", None, True)
+    z = out[1]
+    want = 1e-4 * torch.logsumexp(x.double(), -1) ** 2
+    print("liger 16: z_loss", z.item(), "torch", want.item(), "holds:", bool(torch.isnan(z).all()))
+
+
 def flaggems_10() -> None:
     import flag_gems
 
@@ -44,7 +55,7 @@ def flaggems_10() -> None:
 
 
 if __name__ == "__main__":
-    for f in (liger_14, liger_15, flaggems_10):
+    for f in (liger_14, liger_15, liger_16, flaggems_10):
         try:
             f()
         except Exception as exc:  # noqa: BLE001  one snippet failing does not hide the others

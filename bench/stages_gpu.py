@@ -36,8 +36,8 @@ import torch  # noqa: E402
 from hypothesis import HealthCheck, find, settings  # noqa: E402
 
 import tdiff  # noqa: E402
+from tdiff.core.backend_spec import BackendSpec  # noqa: E402
 from tdiff.declaration import declared_in  # noqa: E402
-from tdiff.execute.backends.base import BackendSpec  # noqa: E402
 from tdiff.execute.stages import AGREE, StageUnsupported, capture_jobs, export_stage, localize, round_trip  # noqa
 from tdiff.execute.stages.ir_override import store_dir  # noqa: E402
 from tdiff.execute.stages.passes import control  # noqa: E402

@@ -60,7 +60,7 @@ def replay(args: argparse.Namespace) -> int:
             print(f"ERROR   {entry.path}: {exc}")
             continue
         result = runner.new_result(check)
-        status = runner.replay_entry(check, entry, result)
+        status = runner.replay_entry(check, entry, result, reproduce_known=True)
         counts[status] += 1
         label = "STALE" if status == "fixed" else status.upper()
         print(f"{label:10} {entry.path} ({check.id}; compared: {result.compared})")
@@ -82,14 +82,7 @@ def corpus_merge(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         print(f"tdiff corpus merge: {exc}")
         return 2
-    for path in report.copied:
-        print(f"COPIED     {path}")
-    for conflict in report.conflicts:
-        print(f"CONFLICT   {conflict.key}: {conflict.describe()}")
-    for text in report.unreadable:
-        print(f"UNREADABLE {text}")
-    print(f"tdiff corpus merge into {args.into}: {report.describe()}")
-    return 0 if report.ok else 1
+    return _corpus_report("merge", args.into, report, [("COPIED", report.copied)])
 
 
 def corpus_promote(args: argparse.Namespace) -> int:
@@ -98,15 +91,19 @@ def corpus_promote(args: argparse.Namespace) -> int:
     except CorpusError as exc:
         print(f"tdiff corpus promote: {exc}")
         return 2
-    for path in report.moved:
-        print(f"MOVED      {path}")
-    for path in report.already:
-        print(f"ALREADY    {path}")
+    return _corpus_report("promote", args.into, report, [("MOVED", report.moved), ("ALREADY", report.already)])
+
+
+def _corpus_report(verb: str, into: str, report: Any, done: list[tuple[str, list]]) -> int:
+    """One line per entry (what happened to it), conflicts and unreadable entries, then the totals; the exit status."""
+    for label, paths in done:
+        for path in paths:
+            print(f"{label:<10} {path}")
     for conflict in report.conflicts:
         print(f"CONFLICT   {conflict.key}: {conflict.describe()}")
     for text in report.unreadable:
         print(f"UNREADABLE {text}")
-    print(f"tdiff corpus promote into {args.into}: {report.describe()}")
+    print(f"tdiff corpus {verb} into {into}: {report.describe()}")
     return 0 if report.ok else 1
 
 

@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 from hypothesis.strategies import SearchStrategy
 
 from .core import kernels
+from .core.backend_spec import BackendSpec
+from .core.tolerance import validate as validate_tolerance
 from .errors import DeclarationError
-from .execute.backends.base import BackendSpec
 
 K = TypeVar("K")
 
@@ -328,6 +329,12 @@ def check(
         for out in tolerances or {}:
             if out not in known and not out.startswith("returned") and inputs is None:
                 raise DeclarationError(f"{where}: tolerances names `{out}`, which is not an input or 'returned'")
+        declared = [("tolerance", tolerance), *((f"tolerances[{k!r}]", v) for k, v in (tolerances or {}).items())]
+        for what, tol in declared:
+            try:
+                validate_tolerance(tol)
+            except (TypeError, ValueError) as exc:
+                raise DeclarationError(f"{where}: {what}: {exc}") from None
         existing = checks_of(kernel)
         mine = [c for c in existing if c.module == module]  # names are unique per declaring module
         cname = name or ("tdiff" if not mine else f"tdiff-{len(mine) + 1}")

@@ -160,7 +160,7 @@ def _backends(value: str) -> tuple[str, ...]:
     parts = split_backends(value)
     if not parts:
         raise ValueError(f"--tdiff-backends names no backend: {value!r}")
-    from .execute.backends.base import BackendSpec
+    from .core.backend_spec import BackendSpec
     from .execute.environments import probe
 
     if "metamorphic" in parts and len(parts) > 1:

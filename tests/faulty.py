@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from triton.runtime.interpreter import TensorHandle
 
-from tdiff.execute.backends.base import BackendSpec
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.execute.interpreter.backend import InterpreterBackend, Session
 
 

@@ -97,7 +97,7 @@ def test_torch_empty_is_filled_while_a_launch_runs():
 
 
 def test_compiled_variants_parse_label_and_validate():
-    from tdiff.execute.backends.base import BackendSpec
+    from tdiff.core.backend_spec import BackendSpec
     from tdiff.judge.classify import kind_of
     from tdiff.judge.verdict import wrong
     from tdiff.options import split_backends

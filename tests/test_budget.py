@@ -286,7 +286,8 @@ def test_plan_compiles_each_new_set_of_keys_once():
 def test_the_precompile_backend_warms_up_every_launch_and_runs_none(monkeypatch):
     from triton.runtime.jit import JITFunction
 
-    from tdiff.execute.backends.base import BackendSpec, make_backend
+    from tdiff.core.backend_spec import BackendSpec
+    from tdiff.execute.backends.registry import make_backend
 
     calls = []
 
@@ -302,7 +303,7 @@ def test_the_precompile_backend_warms_up_every_launch_and_runs_none(monkeypatch)
 
 
 def test_background_jobs_advance_beside_the_search_and_are_collected():
-    from tdiff.execute.backends.base import BackendSpec
+    from tdiff.core.backend_spec import BackendSpec
     from tdiff.execute.workers import Job
 
     (check,) = tdiff.checks_of(twice_in_workers)

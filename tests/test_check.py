@@ -79,3 +79,16 @@ def test_kernel_stays_launchable_and_checks_stack():
 def test_verify_needs_a_check():
     with pytest.raises(TypeError, match="has no @tdiff.check"):
         tdiff.verify(triton.jit(k.fn))
+
+
+def test_a_bad_tolerance_fails_at_declaration_naming_the_kernel():
+    strategies = dict(launch=ok_launch, x=tst.tensors(ndim=1), y=tst.tensors(like="x"))
+    with pytest.raises(tdiff.DeclarationError, match=r"kernel `k`.*tolerance: unknown tolerance preset 'aritmetic'"):
+        _decorate(tolerance="aritmetic", **strategies)
+    with pytest.raises(tdiff.DeclarationError, match=r"kernel `k`.*tolerances\['returned'\]: unknown tolerance field"):
+        _decorate(tolerances={"returned": {"rtoll": 1e-3}}, **strategies)
+    with pytest.raises(tdiff.DeclarationError, match=r"tolerance: .*must be non-negative"):
+        _decorate(tolerance={"rtol": -1.0}, **strategies)
+    with pytest.raises(tdiff.DeclarationError, match=r"tolerance: a tolerance must be a Tolerance"):
+        _decorate(tolerance=1e-3, **strategies)
+    _decorate(tolerance="arith", tolerances={"y": tdiff.Tolerance.preset("reduce", "float16")}, **strategies)

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
 from tdiff.core.tolerance import Tolerance, from_ops
-from tdiff.execute.backends.base import BackendSpec
 from tdiff.execute.backends.reference import ReferenceBackend
 from tdiff.execute.interpreter.backend import InterpreterBackend
 from tdiff.judge.compare import Rules, close, compare, value_mismatch

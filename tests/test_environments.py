@@ -14,7 +14,7 @@ import pytest
 
 import tdiff
 from tdiff import options
-from tdiff.execute.backends.base import BackendSpec
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.execute.environments import probe, sys_path_for_other
 from tdiff.judge.classify import kind_of
 

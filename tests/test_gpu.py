@@ -9,8 +9,8 @@ import torch
 import triton
 
 import tdiff
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
-from tdiff.execute.backends.base import BackendSpec
 from tdiff.execute.workers import Job, Pool
 from tdiff.strategies import tensor_arg
 from tests import kernels as K

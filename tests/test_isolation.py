@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import tdiff
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
-from tdiff.execute.backends.base import BackendSpec
 from tdiff.execute.workers import Job, Pool
 from tdiff.strategies import tensor_arg
 from tests import kernels as K

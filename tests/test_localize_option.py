@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import tdiff
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.drive import localize as loc_mod
-from tdiff.execute.backends.base import BackendSpec
 from tdiff.execute.stages import StageUnsupported
 from tdiff.judge.verdict import Verdict
 from tests.test_budget import twice

@@ -13,6 +13,7 @@ import torch
 import tdiff
 from tdiff import options
 from tdiff.core.case import Case
+from tdiff.core.rerun import REFERENCE_RUN
 from tdiff.drive.runner import Runner
 from tdiff.judge.opinions import OPTION_VARIANTS, Opinions, choose, metamorphic
 from tdiff.strategies import tensor_arg
@@ -67,8 +68,8 @@ def test_the_reference_decides_a_disagreement_and_is_not_run_otherwise():
     judge = _judge(vector_add.add_kernel, ("tests.faulty:FakeCompiledExact", "tests.faulty:FakeCompiledWrong"))
     verdict, ev = judge.verdict(case, final=True)
     assert verdict.label == "compiled' wrong", verdict  # (the second of two backends labelled compiled)
-    assert "reference" in ev.extra and "compiled agrees with the reference" in verdict.reasons[0]
+    assert REFERENCE_RUN in ev.extra and "compiled agrees with the reference" in verdict.reasons[0]
     agree = _judge(vector_add.add_kernel, ("tests.faulty:FakeCompiledExact", "tests.faulty:FakeCompiledExact"))
     verdict, ev = agree.verdict(case, final=True)
-    assert verdict.label == "passed" and "reference" not in ev.extra and "reference" not in ev.outcomes
+    assert verdict.label == "passed" and REFERENCE_RUN not in ev.extra and "reference" not in ev.outcomes
     assert np.isfinite(case.inputs["x"].values()).all()

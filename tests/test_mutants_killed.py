@@ -13,11 +13,12 @@ import triton.language as tl
 
 import tdiff
 from tdiff import strategies as tst
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
 from tdiff.core.outcome import GUARD_BYTES, ErrorInfo, Outcome, ReturnedTensor, StorageOutcome
+from tdiff.core.rerun import FLOAT64_RUN, Rerun
 from tdiff.core.tolerance import Tolerance, from_ops, resolve
 from tdiff.errors import CorpusError
-from tdiff.execute.backends.base import BackendSpec
 from tdiff.execute.backends.reference import ReferenceBackend
 from tdiff.execute.interpreter.backend import InterpreterBackend, sample_programs
 from tdiff.execute.interpreter.memory import Memory, Region
@@ -168,7 +169,7 @@ def test_a_kernel_overflow_the_float64_run_does_not_share_fails():
     judge = judge_for(K.double_kernel.__tdiff_checks__[0],
                       backends=("tests.test_mutants_killed:FakeCompiledOverflows", "interpreter"))
     v, ev = judge.verdict(x_case([1e20, 1.0, 2.0]))
-    assert "fp64" in ev.extra and v.label == V.COMPILED_WRONG, v
+    assert FLOAT64_RUN in ev.extra and v.label == V.COMPILED_WRONG, v
 
 
 # ---------------------------------------------------------------- verdicts
@@ -227,7 +228,7 @@ def test_undecided_against_the_float64_run_passes_with_a_note():
     judge = judge_for(K.double_noref.__tdiff_checks__[0],
                       backends=("tests.faulty:FakeCompiledUndecided", "interpreter"))
     v, ev = judge.verdict(x_case([1.0, 3.0, -5.0, 7.0, 0.5]))
-    assert "fp64" in ev.extra and ev.pairs[0].disagrees
+    assert FLOAT64_RUN in ev.extra and ev.pairs[0].disagrees
     assert v.label == V.PASSED and any(k == "undecided" for k, _ in v.notes), v
 
 
@@ -266,7 +267,7 @@ def test_a_race_only_another_order_shows(orders):
     assert int(ev.outcomes["interpreter"].returned.values[0]) == which
     v, ev = judge.verdict(case, final=True)
     assert v.label == V.RACE and orders in v.reasons[0], v
-    assert int(ev.extra[f"{orders}:interpreter"].returned.values[0]) != which
+    assert int(ev.extra[Rerun(orders, "interpreter")].returned.values[0]) != which
 
 
 def test_a_limitation_on_one_pair_still_judges_the_others():

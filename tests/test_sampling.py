@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import tdiff
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
-from tdiff.execute.backends.base import BackendSpec
 from tdiff.execute.interpreter.backend import InterpreterBackend, sample_programs
 from tdiff.strategies import tensor_arg
 from tests import kernels as K

@@ -109,8 +109,8 @@ def test_spinning_needs_spare_cores_and_can_be_set(monkeypatch):
 def test_spinning_pool_runs_cases_and_closes_without_waiting():
     import torch
 
+    from tdiff.core.backend_spec import BackendSpec
     from tdiff.core.case import Case
-    from tdiff.execute.backends.base import BackendSpec
     from tdiff.execute.workers import Job
     from tdiff.strategies import tensor_arg
     from tests import kernels as K

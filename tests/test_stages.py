@@ -18,10 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from triton.runtime.jit import JITFunction
 
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
 from tdiff.core.outcome import Outcome
 from tdiff.declaration import checks_of
-from tdiff.execute.backends.base import BackendSpec, make_backend
+from tdiff.execute.backends.registry import make_backend
 from tdiff.execute.stages import bisect as bis
 from tdiff.execute.stages import ir_override, localizer, snapshots, support
 from tdiff.execute.stages.launch import StageLane

@@ -12,6 +12,7 @@ import torch
 
 import tdiff
 from tdiff.core.case import Case
+from tdiff.core.rerun import FLOAT64_RUN
 from tdiff.judge import verdict as V
 from tdiff.strategies import tensor_arg
 from tests import hostile as H
@@ -468,9 +469,9 @@ def test_the_float64_run_decides_nothing_when_the_launch_takes_another_path():
         check = kernel.__tdiff_checks__[0]
         runner = tdiff.Runner(OPTS.with_(isolation="none"))
         judge = runner.judge(check, runner.new_result(check))
-        from tdiff.execute.backends.base import BackendSpec
+        from tdiff.core.backend_spec import BackendSpec
 
-        return judge.run(case, [judge.spec(BackendSpec("interpreter")), judge.rerun_spec("fp64")])
+        return judge.run(case, [judge.spec(BackendSpec("interpreter")), judge.rerun_spec(FLOAT64_RUN)])
 
     def exact(kernel):
         run32, run64 = runs(kernel)

@@ -12,6 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from .backend_spec import BackendSpec
+from .rerun import Rerun
+
 CANARY = b"\xa5" * 4  # repeated over every guard band; an odd finite value in every float type (read + write shows)
 GUARD_BYTES = 256  # before and after each storage; a multiple of every alignment Triton assumes
 
@@ -220,6 +223,10 @@ class Outcome:
     environment: str = ""  # another environment's versions (a `backend@python` lane), else ""
     # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
     returned_args: dict[str, dict] = field(default_factory=dict)
+    # set by the judge of the case, beside the display label `backend`: the spec that made this outcome, and
+    # for a rerun a verdict asked for, which one (`Rerun`: what changed in the run of which opinion)
+    spec: BackendSpec | None = None
+    rerun: Rerun | None = None
 
     @property
     def ok(self) -> bool:

@@ -170,3 +170,24 @@ def resolve(override: Any, default: Tolerance, dt: str | DType) -> Tolerance:
         base = default if not default.exact else Tolerance(name="custom")
         return replace(base, **dict(override), name="custom")
     raise TypeError(f"a tolerance must be a Tolerance, a preset name or a dict, not {type(override).__name__}")
+
+
+def validate(override: Any) -> None:
+    """Raise (ValueError or TypeError, with a message a user can act on) if `override` is not a tolerance
+    `resolve` accepts: checked once, where a check is declared, rather than on its first case."""
+    if override is None or isinstance(override, Tolerance):
+        return
+    if isinstance(override, str):
+        if override != "exact" and override not in _MULT:
+            raise ValueError(f"unknown tolerance preset {override!r}: exact, {', '.join(_MULT)}")
+        return
+    if isinstance(override, Mapping):
+        unknown = set(override) - _FIELDS
+        if unknown:
+            raise TypeError(f"unknown tolerance field(s) {sorted(unknown)}: use {sorted(_FIELDS - {'name'})}")
+        bad = [k for k in ("rtol", "atol", "scale") if k in override
+               and (not isinstance(override[k], (int, float)) or override[k] < 0)]
+        if bad:
+            raise ValueError(f"tolerance field(s) {bad} must be non-negative numbers")
+        return
+    raise TypeError(f"a tolerance must be a Tolerance, a preset name or a dict, not {type(override).__name__}")

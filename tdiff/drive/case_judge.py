@@ -9,10 +9,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
+from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, REFERENCE, ZERO_FILL, Rerun
 from ..core.settings import RunOptions
-from ..execute.backends.base import BackendSpec
 from ..execute.workers import InProcess, Job
 from ..judge.compare import Rules
 from ..judge.evidence import Evidence, gather
@@ -111,7 +112,7 @@ class CaseJudge:
         return outcomes
 
     def _outcomes(self, case: Case, opinions: Opinions) -> dict[str, Outcome]:
-        specs = [self.spec(s) for s in opinions.specs]
+        specs = [self.spec(s) for s in opinions.backends]
         outs = self.run(case, specs)
         redo = [i for i, o in enumerate(outs) if o.trace is not None and o.trace.sampled and o.trace.atomics]
         if redo:  # atomics accumulate over every program: a sample cannot be compared, interpret them all
@@ -125,7 +126,7 @@ class CaseJudge:
             label = o.backend
             while label in labelled:
                 label += "'"
-            o.backend = label
+            o.backend, o.spec = label, spec
             labelled[label] = o
             self.roles[label] = spec
         return labelled
@@ -142,20 +143,20 @@ class CaseJudge:
     def rules(self) -> Rules:
         return Rules(self.check.tolerance, self.check.tolerances)
 
-    def rerun_spec(self, need: str) -> BackendSpec:
-        if need == "fp64":
+    def rerun_spec(self, need: Rerun) -> BackendSpec:
+        """The backend spec of a rerun a verdict asks for: the spec of the opinion it reruns, changed."""
+        if need.how == FP64:
             return self.spec(BackendSpec("interpreter", upcast=True))
-        if need == "reference":
+        if need.how == REFERENCE:
             return self.spec(BackendSpec("reference"))
-        what, _, role = need.partition(":")
-        spec = self.roles[role]
-        if what == "again":
+        spec = self.roles[need.of]  # type: ignore[index]
+        if need.how == AGAIN:
             return spec
-        if what == "zero-fill":
+        if need.how == ZERO_FILL:
             return spec.with_(masked="zero")
-        if what == "alt-unspecified":
+        if need.how == ALT_UNSPECIFIED:
             return spec.with_(unspecified="alternate")
-        return spec.with_(order=what)
+        return spec.with_(order=need.order)
 
     def verdict(self, case: Case, final: bool = False, opinions: Opinions | None = None) -> tuple[Verdict, Evidence]:
         """Judge a case; with `final`, gather every rerun a verdict can use (for the report).
@@ -177,13 +178,15 @@ class CaseJudge:
             needs = [n for n in v.needs if n not in ev.extra]
             if not needs:
                 break
-            for n, o in zip(needs, self.run(case, [self.rerun_spec(n) for n in needs])):
+            specs = [self.rerun_spec(n) for n in needs]
+            for n, spec, o in zip(needs, specs, self.run(case, specs)):
+                o.spec, o.rerun = spec, n
                 ev.add(n, o)
-            if "fp64" in needs:  # the float64 run decides differences at the range edge: compare again
+            if FLOAT64_RUN in needs:  # the float64 run decides differences at the range edge: compare again
                 pairs = [(p.a, p.b) for p in ev.pairs]
                 extra = ev.extra
                 third = ev.on_divergence
-                ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra["fp64"])
+                ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra[FLOAT64_RUN])
                 ev.extra.update(extra)
                 ev.on_divergence = third
             v = decide(ev, final)

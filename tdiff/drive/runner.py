@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import kernels
+from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.settings import RunOptions, prepare_run_dir
 from ..declaration import Check, checks_of
 from ..errors import CorpusError, DivergenceError
 from ..execute import ahead
-from ..execute.backends.base import BackendSpec, gpu_available
+from ..execute.backends.base import gpu_available
 from ..execute.backends.dry_launch import SPEC as SPECIALIZE
 from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget
 from ..execute.workers import InProcess, Pool, shared_pool
@@ -79,8 +80,7 @@ class Runner:
         this environment) go into the result: a pass names both."""
         from ..execute.environments import probe, versions_here
 
-        for text in judge.opinions.specs:
-            spec = BackendSpec.parse(text)
+        for text, spec in zip(judge.opinions.specs, judge.opinions.backends):
             if spec.python is None:
                 continue
             if not isinstance(self.executor, Pool):
@@ -100,7 +100,7 @@ class Runner:
         self.check_environments(judge)
         workers = self.precompile_workers(judge)
         if isinstance(self.executor, Pool):
-            self.executor.warm([judge.spec(s).lane for s in judge.opinions.specs]
+            self.executor.warm([judge.spec(s).lane for s in judge.opinions.backends]
                                + [BackendSpec("precompile", slot=i).lane for i in range(workers)])
         budget = self.budget(check, judge.opinions)
         try:
@@ -184,13 +184,17 @@ class Runner:
 
     # -- a divergence ------------------------------------------------------------------
     def finish(self, check: Check, judge: CaseJudge, found: Found, source: str = "search",
-               write_repro: bool = True) -> Divergence:
+               write_repro: bool = True, known_too: bool = False) -> Divergence:
         """The divergence of a failing case: shrunk (a search's), its final verdict, reproducer (unless
         `write_repro` is False) and corpus entry. A fuzz run's ("fuzz": its engine shrinks) replaces the entry
         its previous, larger case of the same divergence wrote."""
         case, verdict, ev = found.case, found.verdict, found.evidence
         info = None
-        if source == "search" and self.options.shrink_budget > 0 and not judge.timeouts.spent:
+        # a divergence a corpus entry records as known (`"expect": "divergence"`): that entry is already its
+        # minimal case; no shrinking and no reproducer (`tdiff replay --repro-dir DIR ENTRY` writes one)
+        known = None if known_too else next(
+            (path for path, rec in judge.result.known if _same_divergence(rec, verdict)), None)
+        if source == "search" and self.options.shrink_budget > 0 and not judge.timeouts.spent and known is None:
             self.phase(judge.result, "shrinking")
             with contextlib.suppress(HangBudgetSpent):  # hangs cost enough: keep the case as found
                 case, verdict, ev, info = shrink(case, verdict, ev, lambda c: judge.verdict(c),
@@ -211,7 +215,10 @@ class Runner:
             line = which_pass(judge, case, verdict, ev)
             if line is not None:
                 extra.append(line)
-        if self.options.repro_dir is not None and write_repro:
+        if self.options.repro_dir is not None and write_repro and known is not None:
+            extra.append(f"reproducer: not written (the known divergence of {known}, its minimal case; "
+                         f"`tdiff replay --repro-dir DIR {known}` writes one)")
+        elif self.options.repro_dir is not None and write_repro:
             self.phase(judge.result, "writing the reproducer")
             prepare_run_dir(self.options.run_dir, self.options.repro_dir)
             folder = Path(self.options.repro_dir) / corpus_mod.case_folder(check, case)
@@ -268,9 +275,10 @@ class Runner:
             self.replay_entry(check, entry, result, judge)
 
     def replay_entry(self, check: Check, entry: corpus_mod.Entry, result: CheckResult,
-                     judge: CaseJudge | None = None) -> str:
+                     judge: CaseJudge | None = None, reproduce_known: bool = False) -> str:
         """Replay one corpus entry into `result`; returns "passed", "failed", "known", "fixed" (a known
-        divergence that no longer shows: fails the check), "not judged" or "error"."""
+        divergence that no longer shows: fails the check), "not judged" or "error". `reproduce_known`: write
+        a reproducer of a known divergence too (`tdiff replay --repro-dir`)."""
         judge = judge or self.judge(check, result)
         try:
             case = entry.load_case(check)
@@ -308,6 +316,9 @@ class Runner:
             result.replayed.append((entry.id, "known"))
             result.known.append((entry.path, recorded))
             result.notes.append(f"corpus entry {entry.path} still shows its known divergence: {verdict}")
+            if reproduce_known and self.options.repro_dir is not None:
+                div = self.finish(check, judge, Found(case, verdict, ev), source=str(entry.path), known_too=True)
+                result.notes.append(f"reproducer: {div.repro_path or 'not written (' + str(div.repro_note) + ')'}")
             return "known"
         if known:
             result.notes.append(f"corpus entry {entry.path} records a known {recorded.get('kind')} divergence in "

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..core.backend_spec import BackendSpec
 from ..core.case import Case
-from .backends.base import BackendSpec
 from .compile_budget import layout_of
 from .workers import Job
 

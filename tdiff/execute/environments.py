@@ -14,6 +14,8 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from ..core.backend_spec import check_exists
+
 #: what a worker in another environment must import, and the versions a report names
 _PROBE = ("import json, sys, platform; import numpy, torch, triton, hypothesis; "
           "print(json.dumps({'python': platform.python_version(), 'triton': triton.__version__, "
@@ -34,13 +36,6 @@ def versions_here() -> str:
 
 def describe(v: dict[str, str]) -> str:
     return f"triton {v['triton']}, torch {v['torch']}, numpy {v['numpy']}, python {v['python']}"
-
-
-def check_exists(python: str, spec: str) -> None:
-    """A ValueError naming the spec if `python` is not an executable file."""
-    if not os.path.isfile(python) or not os.access(python, os.X_OK):
-        raise ValueError(f"backend {spec!r}: {python} is not an executable Python (write the path to a "
-                         "venv's bin/python)")
 
 
 @lru_cache(maxsize=16)

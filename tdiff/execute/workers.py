@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from ..core.backend_spec import BackendSpec
 from ..core.outcome import ErrorInfo, Outcome
 from . import wire
-from .backends.base import BackendSpec
 from .backends.run_case import run_case
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import limitations
+from ..core.backend_spec import label_kind
 from ..core.outcome import Outcome
 
 JUDGE, DISCARD, FAIL = "judge", "discard", "fail"
@@ -29,7 +30,7 @@ class Classification:
 
 def kind_of(backend: str) -> str:
     """`compiled`, `interpreter`, `reference` or the label itself (other backends)."""
-    return backend.split(":")[0].split("[")[0].split("@")[0]
+    return label_kind(backend)
 
 
 def is_limitation(o: Outcome) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core import dtypes
+from ..core.backend_spec import in_other_environment, is_reference, label_kind, label_lane
 from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome, narrowing_casts
@@ -308,8 +309,8 @@ def _same_code(views: tuple[View, ...]) -> bool:
     compiled or variants that change warps, stages, CTAs, registers or the config, not fp fusion (which
     decides whether `a * b + c` rounds once or twice), and that ran the kernel (its source is known)."""
     for v in views:
-        label = v.outcome.backend.split(":")[0]
-        if label.split("[")[0].split("@")[0] != "compiled" or "fp_fusion" in label or "@" in label:
+        label = v.outcome.backend
+        if label_kind(label) != "compiled" or "fp_fusion" in label_lane(label) or in_other_environment(label):
             return False
         if not v.outcome.launches:
             return False
@@ -318,7 +319,7 @@ def _same_code(views: tuple[View, ...]) -> bool:
 
 def _has_reference(cmp: Comparison) -> bool:
     """Whether one side of the comparison is the check's reference (not a backend of the kernel)."""
-    return any(o.backend.split(":")[0] == "reference" for o in (cmp.a, cmp.b))
+    return any(is_reference(o.backend) for o in (cmp.a, cmp.b))
 
 
 def _guide_target(rules: Rules, va: View, vb: View, path: str) -> Target | None:
@@ -522,13 +523,13 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
             inherent |= exact.overflow
         loose = tol.loosened(4)
         for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
-            if name.split(":")[0] == "reference":  # a reference in the case's precision may overflow
+            if is_reference(name):  # a reference in the case's precision may overflow
                 at_edge = range_edge(ref, ref, dt)
                 inherent |= at_edge & close(other, t, loose, scale)
     elif coarse and rules.fp64 is None:
         inherent = candidates  # no interpreter ran here: the inputs at the limits are all there is to go on
     for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
-        if name.split(":")[0] == "reference":  # the reference says the result does not fit the dtype: a NaN (inf -
+        if is_reference(name):  # the reference says the result does not fit the dtype: a NaN (inf -
             # inf on the way) or a value saturating towards the same infinity is all this dtype can give
             with np.errstate(invalid="ignore"):
                 beyond |= both & np.isinf(ref) & (np.isnan(other) | (np.sign(other) == np.sign(ref)))
@@ -560,11 +561,11 @@ def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target
         return none
     found = none.copy()
     for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
-        if name.split(":")[0] == "reference":
+        if is_reference(name):
             found |= np.isinf(ref) & np.isnan(other)
     if exact is not None and exact.shape == bad.shape:
         for side, name in ((va, cmp.a.backend), (vb, cmp.b.backend)):
-            if name.split(":")[0] != "reference":  # (a reference's own NaN is not the kernel's)
+            if not is_reference(name):  # (a reference's own NaN is not the kernel's)
                 found |= np.isinf(exact.values) & np.isnan(side)
     return found & fed
 
@@ -574,9 +575,9 @@ def describe_infinite_nan(va: np.ndarray, vb: np.ndarray, infinite: np.ndarray, 
     """The mismatch text for `_infinite_nan`'s elements."""
     j = tuple(int(v) for v in np.argwhere(infinite)[0]) if infinite.ndim else ()
     a, b = float(va[j]), float(vb[j])
-    if np.isinf(a) and np.isnan(b) and names[0].split(":")[0] == "reference":
+    if np.isinf(a) and np.isnan(b) and is_reference(names[0]):
         who, value = "the reference", a
-    elif np.isinf(b) and np.isnan(a) and names[1].split(":")[0] == "reference":
+    elif np.isinf(b) and np.isnan(a) and is_reference(names[1]):
         who, value = "the reference", b
     else:
         who, value = "the float64 run", float(exact.values[j]) if exact is not None else math.inf

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.case import Case
 from ..core.outcome import Outcome
+from ..core.rerun import FLOAT64_RUN, Rerun
 from . import integrity
 from .classify import Classification, classify, kind_of
 from .compare import Comparison, Rules, compare
@@ -39,7 +40,7 @@ class Evidence:
     rules: Rules
     reports: dict[str, integrity.Report] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
-    extra: dict[str, Outcome] = field(default_factory=dict)  # reruns: "again:compiled", "reversed:interpreter", ...
+    extra: dict[Rerun, Outcome] = field(default_factory=dict)  # the reruns a verdict asked for
     # third opinions that run only when the others disagree (the metamorphic profile's "reference")
     on_divergence: tuple[str, ...] = ()
 
@@ -52,7 +53,7 @@ class Evidence:
     def roles(self, kind: str) -> list[str]:
         return [r for r in self.outcomes if kind_of(r) == kind]
 
-    def add(self, key: str, outcome: Outcome) -> None:
+    def add(self, key: Rerun, outcome: Outcome) -> None:
         self.extra[key] = outcome
 
     def compare(self, a: Outcome, b: Outcome) -> Comparison:
@@ -63,10 +64,17 @@ def _guide(outcomes: dict[str, Outcome]) -> Outcome | None:
     """The interpreter run whose trace guides tolerances: the forward, unsampled one if any."""
     best = None
     for o in outcomes.values():
-        usable = o.error is None and o.trace is not None and not o.backend.endswith(("reversed", "shuffled", "fp64"))
+        usable = o.error is None and o.trace is not None and not _reordered_or_upcast(o)
         if usable and (best is None or (best.trace.sampled and not o.trace.sampled)):  # type: ignore[union-attr]
             best = o
     return best
+
+
+def _reordered_or_upcast(o: Outcome) -> bool:
+    """An interpreter run in another program order or in float64 (its trace does not guide tolerances)."""
+    if o.spec is not None:
+        return o.spec.order != "forward" or o.spec.upcast
+    return o.backend.endswith(("reversed", "shuffled", "fp64"))  # an outcome built without a judge (tests)
 
 
 def same_path(run: Outcome, fp64: Outcome) -> bool:
@@ -108,7 +116,7 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     rules = Rules(rules.tolerance, rules.tolerances, view(guide, case) if guide is not None else None, exact)
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:
-        ev.extra["fp64"] = fp64
+        ev.extra[FLOAT64_RUN] = fp64
     for label, o in outcomes.items():
         ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=kind_of(label) != "reference")
     for a, b in pairs if pairs is not None else combinations(outcomes, 2):

@@ -9,32 +9,33 @@ sees races, out-of-bounds accesses and undefined behaviour in one run).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
 from ..core import kernels
-from ..execute.backends.base import BackendSpec
+from ..core.backend_spec import BackendSpec
 
 
 @dataclass(frozen=True)
 class Opinions:
-    specs: tuple[str, ...]  # backend specs run on every case
+    specs: tuple[str | BackendSpec, ...]  # backend specs run on every case, as written
     pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into specs)
     note: str | None = None  # why these (e.g. no GPU)
     on_divergence: tuple[str, ...] = ()  # third opinions run only when the others disagree ("reference")
+    backends: tuple[BackendSpec, ...] = field(init=False, repr=False, compare=False)  # `specs`, parsed once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backends", tuple(BackendSpec.parse(s) for s in self.specs))
 
     @property
     def kinds(self) -> list[str]:
-        return [BackendSpec.parse(s).kind for s in self.specs]
+        return [b.kind for b in self.backends]
 
     def describe(self) -> str:
         """What a pass means: the opinions compared, e.g. "compiled, interpreter (+trace), reference"."""
-        names = []
-        for s in self.specs:
-            spec = BackendSpec.parse(s)
-            names.append(spec.label + (" (+trace)" if spec.kind == "interpreter" and spec.order == "forward" else ""))
-        return ", ".join(names)
+        return ", ".join(b.label + (" (+trace)" if b.kind == "interpreter" and b.order == "forward" else "")
+                         for b in self.backends)
 
     def without_compiled(self) -> Opinions | None:
         """The same opinions minus those that compile (for cases past the compile budget); None if
@@ -92,7 +93,7 @@ def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable
         else:
             chosen = ["interpreter"]
             note = (note + "; " if note else "") + "no CUDA GPU: the compiled backend was skipped"
-    kinds = [BackendSpec.parse(s).kind for s in chosen]
+    kinds = [s.kind if isinstance(s, BackendSpec) else BackendSpec.parse(s).kind for s in chosen]
     if check.reference is not None and "reference" not in kinds:
         chosen.append("reference")
     if len(chosen) == 1:

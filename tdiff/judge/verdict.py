@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.backend_spec import in_other_environment, is_variant, label_lane
 from ..core.outcome import Outcome
+from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
 from . import integrity
 from .classify import DISCARD, FAIL, describe_discard, kind_of
@@ -68,7 +70,7 @@ class Verdict:
     label: str
     reasons: list[str] = field(default_factory=list)
     notes: list[tuple[str, str]] = field(default_factory=list)  # (kind, text): what passed with a caveat
-    needs: tuple[str, ...] = ()  # reruns to gather before deciding again
+    needs: tuple[Rerun, ...] = ()  # reruns to gather before deciding again
     pair: tuple[str, str] | None = None  # the two sides the verdict is about
     kind: str = ""  # what diverged: "error", an integrity kind, "structure", "values"
     targets: tuple[str, ...] = ()  # the targets involved
@@ -90,10 +92,8 @@ class Verdict:
 
 def wrong(backend: str) -> str:
     kind = kind_of(backend)
-    if "@" in backend.split(":")[0]:  # another environment: say which
-        return f"{backend.split(':')[0]} wrong"
-    if kind == "compiled" and "[" in backend.split(":")[0]:  # a compiled variant: say which
-        return f"{backend.split(':')[0]} wrong"
+    if in_other_environment(backend) or (kind == "compiled" and is_variant(backend)):  # say which
+        return f"{label_lane(backend)} wrong"
     if kind == "compiled":
         return COMPILED_WRONG
     if kind == "interpreter":
@@ -203,7 +203,7 @@ def _integrity(ev: Evidence, final: bool = False) -> Verdict | None:
             reasons = [f.message for f in mine] + ([f"(also seen in {', '.join(others)})"] if others else [])
             targets = tuple(sorted({f.target for f in mine if f.target}))
             if final and kind in _POISONABLE and _undefined_loads(ev, side):
-                key = f"zero-fill:{side}"
+                key = Rerun(ZERO_FILL, side)
                 if key not in ev.extra:
                     return Verdict(UNDECIDED, needs=(key,))
                 rerun = ev.extra[key]
@@ -282,24 +282,24 @@ def judge(ev: Evidence, cmp: Comparison, truth: Outcome, truth_name: str) -> Ver
                    kind="values", targets=targets)
 
 
-def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | None:
+def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[Rerun, ...] | None:
     """Before blaming a backend: does the compiled side disagree with itself, does the interpreter's
     result depend on program order? (Only for a final verdict.)"""
     if not final:
         return None
-    needs: list[str] = []
+    needs: list[Rerun] = []
     for side in (p.a, p.b):
         kind = kind_of(side)
         if kind == "reference":
             continue
         if kind == "interpreter" and ev.outcomes[side].trace is not None:
-            keys = [f"reversed:{side}", f"shuffled:{side}"]
+            keys = [Rerun(REVERSED, side), Rerun(SHUFFLED, side)]
             if _undefined_loads(ev, side):
-                keys.insert(0, f"zero-fill:{side}")
+                keys.insert(0, Rerun(ZERO_FILL, side))
             if _unspecified(ev, side):
-                keys.insert(0, f"alt-unspecified:{side}")
+                keys.insert(0, Rerun(ALT_UNSPECIFIED, side))
         elif kind != "interpreter":
-            keys = [f"again:{side}"]
+            keys = [Rerun(AGAIN, side)]
         else:
             keys = []
         for key in keys:
@@ -311,12 +311,12 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
                 continue
             c = ev.compare(ev.outcomes[side], rerun)
             if not c.ok:
-                if key.startswith("alt-unspecified"):
+                if key.how == ALT_UNSPECIFIED:
                     other = p.b if side == p.a else p.a
                     return _unspecified_verdict(ev, side, f"{side}'s result differs from {other},", (p.a, p.b),
                                                 _targets(p.comparison) if p.comparison else _targets(c),
                                                 [p.comparison.summary()] if p.comparison else [])
-                if key.startswith("zero-fill"):
+                if key.how == ZERO_FILL:
                     other = p.b if side == p.a else p.a
                     # right with NVIDIA's zeros? The reference says, where there is one; else the other side
                     truth = next((k for k, o in ev.outcomes.items() if kind_of(k) == "reference" and o.error is None),
@@ -326,10 +326,10 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[str, ...] | N
                                           "values", _targets(p.comparison) if p.comparison else _targets(c),
                                           (p.a, p.b), [p.comparison.summary()] if p.comparison else [],
                                           zero_filled_agrees=agrees)
-                if key.startswith("again"):
+                if key.how == AGAIN:
                     return Verdict(NONDETERMINISTIC, [f"a second run of {side} differs from the first: {c.summary()}"],
                                    pair=(side, side), kind="values", targets=_targets(c))
-                order = key.split(":")[0]
+                order = key.order
                 return Verdict(RACE, [f"running the programs {order} instead of 0, 1, 2, ... changes the result: "
                                       f"{c.summary()}"], pair=(side, side), kind="values", targets=_targets(c))
     return tuple(needs) or None
@@ -339,8 +339,8 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
     diverging = [p for p in ev.pairs if p.disagrees]
     if not diverging:
         return None
-    if "fp64" not in ev.extra and any(m.edge_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
-        return Verdict(UNDECIDED, needs=("fp64",))  # differences at the range edge: is the overflow inherent?
+    if FLOAT64_RUN not in ev.extra and any(m.edge_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
+        return Verdict(UNDECIDED, needs=(FLOAT64_RUN,))  # differences at the range edge: is the overflow inherent?
     refs = ev.roles("reference")
     ref = refs[0] if refs else None
     backends = [r for r in ev.outcomes if kind_of(r) != "reference" and ev.outcomes[r].error is None]
@@ -359,9 +359,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         pa, pb = (ev.pair(p.a, ref), ev.pair(p.b, ref)) if ref else (None, None)
         truth_ref = ev.outcomes[ref] if ref else None
         if ref is None and "reference" in ev.on_divergence:  # the reference, asked now that they disagree
-            if "reference" not in ev.extra:
-                return Verdict(UNDECIDED, needs=("reference",))
-            truth_ref = ev.extra["reference"]
+            if REFERENCE_RUN not in ev.extra:
+                return Verdict(UNDECIDED, needs=(REFERENCE_RUN,))
+            truth_ref = ev.extra[REFERENCE_RUN]
             if truth_ref.error is None:
                 pa = Pair(p.a, "reference", p.classification, ev.compare(ev.outcomes[p.a], truth_ref))
                 pb = Pair(p.b, "reference", p.classification, ev.compare(ev.outcomes[p.b], truth_ref))
@@ -393,9 +393,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
             return v if v.label != UNDECIDED else Verdict(BOTH_WRONG, ["neither side agrees with the reference",
                                                                       *v.reasons], pair=v.pair, kind="values",
                                                           targets=v.targets)
-        if "fp64" not in ev.extra:
-            return Verdict(UNDECIDED, needs=("fp64",))
-        truth = ev.extra["fp64"]
+        if FLOAT64_RUN not in ev.extra:
+            return Verdict(UNDECIDED, needs=(FLOAT64_RUN,))
+        truth = ev.extra[FLOAT64_RUN]
         if truth.error is not None:
             return Verdict(UNDECIDED, [f"no third opinion: the float64 run failed: {truth.error.summary()}",
                                        p.comparison.summary()], pair=(p.a, p.b), kind="values",  # type: ignore[union-attr]

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .session import session_of_item
+from .session import RESULTS_KEY, session_of_item
 
 if TYPE_CHECKING:
     from ..declaration import Check
 
 #: the user property holding a check's record (`tdiff.record.summary.record`), as JSON
-RESULTS_KEY = "tdiff_result"
 CHECK_KEY = pytest.StashKey["Check"]()  # the check an item runs (a TdiffItem, or a fuzz target's Function)
 
 

@@ -14,6 +14,9 @@ import pytest
 
 SESSION_KEY = pytest.StashKey["TdiffSession"]()
 
+#: the user property under which a check item hands its whole record to the controller (and to JUnit XML)
+RESULTS_KEY = "tdiff_result"
+
 
 @dataclass
 class Ran:
@@ -128,7 +131,7 @@ class TdiffSession:
         overlap with this process's own imports and collection."""
         if self.config.option.collectonly or self.is_controller or self.options.isolation == "none":
             return  # (an xdist controller runs no tests: its workers warm their own)
-        from ..execute.backends.base import BackendSpec
+        from ..core.backend_spec import BackendSpec
         from ..execute.gpus import device_count
         from ..execute.workers import shared_pool
 
@@ -166,7 +169,6 @@ class TdiffSession:
 
     def collect(self, report: pytest.TestReport) -> None:
         """Keep the record of a check's call report, labelled as pytest labels it."""
-        from .items import RESULTS_KEY
         from .terminal import label_of, xfail_reason
 
         blob = dict(report.user_properties).get(RESULTS_KEY) if report.when == "call" else None

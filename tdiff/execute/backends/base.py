@@ -1,4 +1,4 @@
-"""The backend protocol, backend specs ("interpreter:reversed", "compiled", "pkg.mod:Factory"), errors."""
+"""The backend protocol, what a backend needs from a check, and errors as a user reads them (where in their code)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ...core.backend_spec import short_path
 from ...core.outcome import ErrorInfo, Outcome
 
 if TYPE_CHECKING:
@@ -30,224 +30,6 @@ class Backend(Protocol):
     name: str
 
     def run(self, target: Target, case: Case) -> Outcome: ...
-
-
-ORDERS = ("forward", "reversed", "shuffled")
-
-
-@dataclass(frozen=True)
-class BackendSpec:
-    """Which backend, with which options. Written `kind[:option[:option]]`, e.g. `interpreter:reversed`.
-
-    kind is `compiled`, `interpreter`, `reference`, or `module:attr` naming a factory
-    `(spec) -> Backend` importable in worker processes.
-    """
-
-    kind: str
-    order: str = "forward"
-    upcast: bool = False
-    device: str | None = None
-    programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
-    check_pointers: bool = True
-    sample: tuple[int, int, int] | None = None  # (threshold, random programs, seed): sample large grids
-    masked: str = "undefined"  # masked-out lanes of a load without other=: "undefined" (poisoned) or "zero"
-    # results Triton leaves unspecified (integer division by zero, ...): as the interpreter computes them
-    # ("default") or another value ("alternate", for a verdict rerun; see backends.unspecified)
-    unspecified: str = "default"
-    slot: int = 0  # precompile: which of the compile workers runs it
-    # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
-    # (as Triton spells them), and an autotune config index that replaces the case's
-    launch: tuple[tuple[str, Any], ...] = ()
-    config: int | None = None
-    # stage variants (see tdiff.execute.stages): `compiled[from=ttgir]` recompiles each launch from its own
-    # stage text; `compiled[ir=path/to/kernel.ttgir]` runs a user's IR file (an absolute path) for the launches
-    # of its specialization
-    stage: str | None = None
-    ir: str | None = None
-    # another Python environment (`interpreter@/venv/bin/python`): its worker runs this backend there
-    python: str | None = None
-
-    @classmethod
-    def parse(cls, text: str | BackendSpec) -> BackendSpec:
-        if isinstance(text, BackendSpec):
-            return text
-        written = text = text.strip()
-        inner = None
-        if "[" in text:  # a compiled variant: its [options] may hold a path (ir=...): set them apart first
-            start = text.index("[")
-            end = text.find("]", start)
-            if end < 0:
-                raise ValueError(f"backend {written!r}: [options] are not closed")
-            text, inner = text[:start] + "[]" + text[end + 1:], text[start + 1:end]
-        if "." in text.split(":")[0].split("@")[0]:  # module path: "pkg.mod:Factory[:opt]"
-            mod, _, rest = text.partition(":")
-            attr, _, opts = rest.partition(":")
-            return cls(kind=f"{mod}:{attr}", **_parse_opts(opts, written))
-        kind, _, opts = text.partition(":")
-        variant: dict[str, Any] = {}
-        if "@" in kind:
-            kind, _, python = kind.partition("@")
-            if kind not in ("compiled", "interpreter", "compiled[]"):
-                raise ValueError(f"backend {written!r}: only compiled and interpreter run in another environment, "
-                                 "written interpreter@/path/to/venv/bin/python")
-            from ..environments import check_exists
-
-            check_exists(python, written)
-            variant["python"] = python
-        if inner is not None:
-            if kind != "compiled[]":
-                raise ValueError(f"backend {written!r}: only compiled takes [options], written "
-                                 "compiled[num_warps=2,num_stages=1]")
-            kind = "compiled"
-            variant.update(_parse_variant(inner, written))
-        if kind not in ("compiled", "interpreter", "reference"):
-            raise ValueError(f"unknown backend {written!r}: use compiled, interpreter, reference or module:Factory")
-        return cls(kind=kind, **variant, **_parse_opts(opts, written))
-
-    def with_(self, **changes: Any) -> BackendSpec:
-        return replace(self, **changes)
-
-    @property
-    def label(self) -> str:
-        parts = [self.kind + self.variant + (f"@{self.python}" if self.python else "")]
-        if self.order != "forward":
-            parts.append(self.order)
-        if self.upcast:
-            parts.append("fp64")
-        if self.masked != "undefined" and self.kind == "interpreter":
-            parts.append("zero-fill")
-        if self.unspecified != "default" and self.kind == "interpreter":
-            parts.append("alt-unspecified")
-        if self.device:
-            parts.append(self.device)
-        return ":".join(parts)
-
-    @property
-    def variant(self) -> str:
-        """`[num_warps=2,config=1]` for a compiled variant, else ''."""
-        items = [f"from={self.stage}"] if self.stage else []
-        items += [f"ir={_short(self.ir)}"] if self.ir else []
-        items += [f"{VARIANT_NAMES.get(k, k)}={_show(k, v)}" for k, v in self.launch]
-        items += [f"config={self.config}"] if self.config is not None else []
-        return f"[{','.join(items)}]" if items else ""
-
-    @property
-    def uses_gpu(self) -> bool:
-        return self.kind == "compiled" or (self.device or "").startswith("cuda")
-
-    @property
-    def lane(self) -> str:
-        """Which worker process runs this spec: GPU work and CPU work run side by side."""
-        # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
-        if self.kind == "precompile":  # compiles need the GPU's driver (its target), not the GPU worker
-            return f"compile{self.slot}"
-        lane = "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
-        return f"{lane}@{self.python}" if self.python else lane
-
-
-#: launch options a compiled variant may set: as written in a spec -> as Triton's launch takes them
-VARIANT_OPTIONS = {"num_warps": "num_warps", "num_stages": "num_stages", "num_ctas": "num_ctas",
-                   "maxnreg": "maxnreg", "fp_fusion": "enable_fp_fusion"}
-VARIANT_NAMES = {v: k for k, v in VARIANT_OPTIONS.items()}
-
-
-def _show(key: str, value: Any) -> str:
-    if key == "enable_fp_fusion":
-        return "on" if value else "off"
-    return str(value)
-
-
-#: the stages `compiled[from=...]` recompiles from (tdiff.execute.stages.support.FROM_STAGES)
-FROM_STAGES = ("ttir", "ttgir", "llir", "ptx")
-#: the file types `compiled[ir=...]` runs (what Triton's ir_override takes)
-IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
-
-
-def _parse_variant(inner: str, text: str) -> dict:
-    launch: list[tuple[str, Any]] = []
-    config = None
-    stage = ir = None
-    for item in filter(None, (p.strip() for p in inner.split(","))):
-        name, eq, value = item.partition("=")
-        name, value = name.strip(), value.strip()
-        if not eq or not value:
-            raise ValueError(f"backend {text!r}: write each option as name=value, got {item!r}")
-        if name == "from":
-            if value not in FROM_STAGES:
-                raise ValueError(f"backend {text!r}: from= takes a stage the kernel is recompiled from: "
-                                 f"{', '.join(FROM_STAGES)}; got {value!r}")
-            stage = value
-        elif name == "ir":
-            suffix = Path(value).suffix.lstrip(".")
-            if suffix not in IR_STAGES:
-                raise ValueError(f"backend {text!r}: ir= names an IR file ending in "
-                                 f"{', '.join('.' + s for s in IR_STAGES)}; got {value!r}")
-            if not Path(value).is_file():
-                raise ValueError(f"backend {text!r}: no IR file at {value!r}")
-            ir = os.path.abspath(value)
-        elif name == "config":
-            if not value.isdigit():
-                raise ValueError(f"backend {text!r}: config is an autotune config index, got {value!r}")
-            config = int(value)
-        elif name == "fp_fusion":
-            if value not in ("on", "off"):
-                raise ValueError(f"backend {text!r}: fp_fusion is on or off, got {value!r}")
-            launch.append(("enable_fp_fusion", value == "on"))
-        elif name in VARIANT_OPTIONS:
-            if not value.isdigit() or int(value) < 1:
-                raise ValueError(f"backend {text!r}: {name} must be a positive integer, got {value!r}")
-            launch.append((VARIANT_OPTIONS[name], int(value)))
-        else:
-            raise ValueError(f"backend {text!r}: unknown option {name!r}; a compiled variant takes "
-                             f"{', '.join(sorted(VARIANT_OPTIONS))}, config, from or ir")
-    if stage and ir:
-        raise ValueError(f"backend {text!r}: from= and ir= do not go together (ir= is a stage's IR already)")
-    return {"launch": tuple(launch), "config": config, "stage": stage, "ir": ir}
-
-
-def _parse_opts(opts: str, text: str) -> dict:
-    out: dict[str, Any] = {}
-    for opt in filter(None, opts.split(":")):
-        if opt in ORDERS:
-            out["order"] = opt
-        elif opt == "fp64":
-            out["upcast"] = True
-        elif opt == "zero-fill":
-            out["masked"] = "zero"
-        elif opt == "alt-unspecified":
-            out["unspecified"] = "alternate"
-        elif opt == "cpu" or opt.startswith("cuda"):
-            out["device"] = opt
-        else:
-            raise ValueError(f"backend {text!r}: unknown option {opt!r}")
-    return out
-
-
-def make_backend(spec: BackendSpec | str) -> Backend:
-    spec = BackendSpec.parse(spec)
-    if spec.kind == "compiled":
-        from .compiled import CompiledBackend
-
-        return CompiledBackend(spec)
-    if spec.kind == "interpreter":
-        from ..interpreter.backend import InterpreterBackend
-
-        return InterpreterBackend(spec)
-    if spec.kind == "reference":
-        from .reference import ReferenceBackend
-
-        return ReferenceBackend(spec)
-    if spec.kind == "specialize":  # dry launches for the compile budget, never compared
-        from .dry_launch import SpecializeBackend
-
-        return SpecializeBackend(spec)
-    if spec.kind == "precompile":  # compiles ahead of use, never compared
-        from .compile_ahead import PrecompileBackend
-
-        return PrecompileBackend(spec)
-    mod, _, attr = spec.kind.partition(":")
-    factory = getattr(importlib.import_module(mod), attr)
-    return factory(spec)
 
 
 def gpu_available() -> bool:
@@ -287,17 +69,9 @@ def user_line_now() -> str:
             import linecache
 
             code = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-            return f"{_short(f.f_code.co_filename)}:{f.f_lineno}: {code}"
+            return f"{short_path(f.f_code.co_filename)}:{f.f_lineno}: {code}"
         f = f.f_back
     return ""
-
-
-def _short(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-        return rel if not rel.startswith("..") else path
-    except ValueError:  # pragma: no cover
-        return path
 
 
 def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
@@ -307,7 +81,7 @@ def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
     while root.__cause__ is not None and type(root).__name__ in ("InterpreterError", "KernelRunError"):
         root = root.__cause__
     fr = user_frame(root.__traceback__) or user_frame(exc.__traceback__)
-    where = f"{_short(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}" if fr else ""
+    where = f"{short_path(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}" if fr else ""
     message = f"{type(root).__name__}: {root}".strip()
     program = getattr(exc, "program", None)
     if program is not None:

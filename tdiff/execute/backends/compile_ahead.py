@@ -14,10 +14,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from ..launch_keys import dry_launches
-from .base import BackendSpec, Target, error_info
+from .base import Target, error_info
 from .compiled import _cache_size, _disk_entries
 
 

@@ -13,12 +13,13 @@ import triton.language as tl
 from triton.runtime.jit import JITFunction
 
 from ...core import kernels
+from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from ...core.static_ops import dot_kinds
 from ..launch_keys import key_of, native_specialize_impl
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty, grid3, launch_record, route_launches
-from .base import BackendSpec, Target, error_info
+from .base import Target, error_info
 
 
 def _cache_size(jit: JITFunction) -> int:

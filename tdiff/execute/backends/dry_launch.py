@@ -4,10 +4,11 @@ like every backend, in a CPU worker."""
 
 from __future__ import annotations
 
+from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import Outcome
 from ..launch_keys import dry_launches
-from .base import BackendSpec, Target
+from .base import Target
 
 SPEC = BackendSpec("specialize")
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty
-from .base import BackendSpec, Target, error_info
+from .base import Target, error_info
 
 
 class ReferenceBackend:

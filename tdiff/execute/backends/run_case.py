@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ...core.backend_spec import BackendSpec
 from ...core.outcome import Outcome
-from .base import Backend, BackendSpec, error_info, make_backend
+from .base import Backend, error_info
+from .registry import make_backend
 
 if TYPE_CHECKING:
     from ...core.case import Case

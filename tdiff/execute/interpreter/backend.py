@@ -29,9 +29,10 @@ from triton.runtime.jit import JITFunction
 
 from ... import compat
 from ...core import dtypes, kernels, limitations
+from ...core.backend_spec import BackendSpec
 from ...core.case import Case, strided_index
 from ...core.outcome import ErrorInfo, Outcome, Trace, UBEvent
-from ..backends.base import BackendSpec, Target, error_info, user_line_now
+from ..backends.base import Target, error_info, user_line_now
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty, grid3, launch_record, route_launches
 from . import coverage, dataflow, libdevice, shims, undefined, unspecified
 from .memory import Memory, Region, violation

@@ -595,6 +595,18 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
 def _finite_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float | None) -> np.ndarray | None:
     """Sums whose finite positive (or negative) terms add up past the dtype's largest value: in some
     order they overflow before or after meeting the infinite terms (`-inf + max + max`)."""
+    sums = _signed_sums(vals, along, out_t, above)
+    if sums is None:
+        return None
+    pos, neg, limit = sums
+    hit = (pos > limit) | (neg > limit)
+    return hit if hit.any() else None
+
+
+def _signed_sums(vals: np.ndarray, along: Callable, out_t: Any,
+                 above: float | None) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The sums of the finite positive terms and of the finite negative terms' magnitudes along the reduced
+    axis, and the limit they are held against (the dtype's largest value, or `above`); None without one."""
     limit = above if above is not None else dtype_max(out_t)
     if not limit or vals.size == 0:
         return None
@@ -602,8 +614,7 @@ def _finite_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float
         fin = np.where(np.isfinite(vals), vals, 0.0)
         pos = np.asarray(along(np.where(fin > 0, fin, 0.0), np.sum))
         neg = np.asarray(along(np.where(fin < 0, -fin, 0.0), np.sum))
-        hit = (pos > limit) | (neg > limit)
-    return hit if hit.any() else None
+    return pos, neg, limit
 
 
 def _order_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float | None,
@@ -611,13 +622,11 @@ def _order_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float 
     """Finite sums whose positive (or negative) terms add up past the dtype's largest value: some order
     of the additions overflows and another does not (Triton does not fix the order of a reduction).
     A total past the limit overflows in every order: that is the kernel's, not the order's."""
-    limit = above if above is not None else dtype_max(out_t)
-    if not limit or vals.size == 0:
+    sums = _signed_sums(vals, along, out_t, above)
+    if sums is None:
         return None
+    pos, neg, limit = sums
     with np.errstate(all="ignore"):
-        fin = np.where(np.isfinite(vals), vals, 0.0)
-        pos = np.asarray(along(np.where(fin > 0, fin, 0.0), np.sum))
-        neg = np.asarray(along(np.where(fin < 0, -fin, 0.0), np.sum))
         hit = ((pos > limit) | (neg > limit)) & (np.abs(pos - neg) <= limit) & np.isfinite(total)
     return hit if hit.any() else None
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ...core import kernels
+from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import Outcome
-from ..backends.base import BackendSpec
 from ..plan import LaunchPlan, deterministic_empty, route_launches
 from . import bisect as bis
 from .ablate import Lowering, below_mlir, without_pass

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import triton
 
-from ..backends.base import FROM_STAGES, IR_STAGES
+from ...core.backend_spec import FROM_STAGES, IR_STAGES
 
 #: the stages a compiled kernel keeps, in pipeline order; `ir_override` replaces the output of any of them
 STAGES = IR_STAGES

@@ -20,9 +20,10 @@ import triton
 import triton.language as tl
 
 from ...core import dtypes, kernels
+from ...core.backend_spec import BackendSpec, is_reference, label_kind, label_lane
 from ...core.case import Case
 from ...core.outcome import GUARD_BYTES, Outcome
-from ...execute.backends.base import BackendSpec
+from ...core.rerun import AGAIN, Rerun
 from ...execute.interpreter import shims
 from ...judge.evidence import Evidence
 from ...judge.targets import view
@@ -191,7 +192,7 @@ def _variants(sides: tuple[str, ...]) -> dict[str, dict | None]:
     the recorded launches cannot replay (another autotune config changes constexprs and grids)."""
     out: dict[str, dict | None] = {}
     for s in sides:
-        base = s.split(":")[0].rstrip("'")
+        base = label_lane(s).rstrip("'")
         if base.startswith("compiled[") and s not in out:
             spec = BackendSpec.parse(base)
             out[s] = None if spec.config is not None else dict(spec.launch)
@@ -274,7 +275,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     """The reproducer's text and its sidecar arrays. `dry`: an outcome recording the launches,
     for divergences where no backend finished (a hang)."""
     if verdict.kind not in REPRODUCIBLE or (verdict.kind == "error" and all(
-            s.split(":")[0] == "reference" for s in verdict.targets)):
+            is_reference(s) for s in verdict.targets)):
         raise ReproError(f"the divergence ({verdict.label}) is in `launch`, the reference or the declaration, "
                          "which a replay of the recorded kernel launches cannot show: rerun the check instead")
     outcomes = list(ev.outcomes.values()) + list(ev.extra.values()) + ([dry] if dry is not None else [])
@@ -304,13 +305,13 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
         kernels_by_name[rec.kernel] = jit
         col.add(jit)
     launches = _launch_args(runner, data, {n: kernels.arg_names(j) for n, j in kernels_by_name.items()})
-    both = [o for o in (ev.outcomes.get(a), ev.outcomes.get(b), ev.extra.get(f"again:{a}")) if o is not None]
+    both = [o for o in (ev.outcomes.get(a), ev.outcomes.get(b), ev.extra.get(Rerun(AGAIN, a))) if o is not None]
     recorded = {o.backend: _recorded(o, case, targets, data) for o in both}
     used = _shims_used(outcomes)
     device = next((o.device for o in outcomes if o.device), "")
     pair = (a, a) if verdict.label == "nondeterministic" else (a, b)
     live = {n: _live_entry(j) for n, j in kernels_by_name.items()}
-    interpreted = any(x.split(":")[0].rstrip("'") == "interpreter" for x in (*pair, side))
+    interpreted = any(label_kind(x, unprimed=True) == "interpreter" for x in (*pair, side))
     poisoned = interpreted and any(o.trace is not None and o.trace.poisoned and o.trace.undefined for o in both)
     shim_names = [n for n in shims.ENABLED if shims.ENABLED[n]] if interpreted else None
     case_values = {

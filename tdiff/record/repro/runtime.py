@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...core.backend_spec import label_kind
 from ...core.tolerance import within
 from ...execute.interpreter.shims import current
 from ...execute.interpreter.stock import install
@@ -305,7 +306,7 @@ class _Tracer:
 
 def run_side(side: str) -> dict | None:
     """Run one side in a fresh process (the interpreter with TRITON_INTERPRET=1), under TIMEOUT."""
-    kind = side.split(":")[0].rstrip("'").split("[")[0]
+    kind = label_kind(side, unprimed=True)
     if kind == "compiled" and not torch.cuda.is_available():
         return None
     if kind not in ("compiled", "interpreter") or (side in VARIANTS and VARIANTS[side] is None):

@@ -1,0 +1,52 @@
+"""Reruns a verdict asks for before it decides: what changes (`how`) in the run of which opinion (`of`).
+
+A `Rerun` is the key of `Evidence.extra` and what `Verdict.needs` lists; the runner turns it into a backend spec
+(`CaseJudge.rerun_spec`). Its text (`str`) is for people only: `zero-fill:compiled`, `fp64`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AGAIN = "again"  # the same opinion once more: does it agree with itself?
+ZERO_FILL = "zero-fill"  # masked-out lanes of loads without other= read as 0 (NVIDIA's fill) instead of poison
+ALT_UNSPECIFIED = "alt-unspecified"  # results Triton leaves unspecified computed the other allowed way
+REVERSED = "reversed"  # the interpreter's programs in reversed order
+SHUFFLED = "shuffled"  # ... in a shuffled order
+FP64 = "fp64"  # the interpreter on inputs upcast to float64 (a third opinion where there is no reference)
+REFERENCE = "reference"  # the check's reference, run only when two opinions disagree (metamorphic)
+
+#: program orders an interpreter rerun may take
+ORDERS = (REVERSED, SHUFFLED)
+#: reruns of one opinion (they name it) and reruns of their own
+OF_AN_OPINION = (AGAIN, ZERO_FILL, ALT_UNSPECIFIED, *ORDERS)
+STANDALONE = (FP64, REFERENCE)
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """One rerun: `how` (one of `OF_AN_OPINION` or `STANDALONE`) and, for the former, the label of the outcome it
+    reruns (`of`)."""
+
+    how: str
+    of: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.how in OF_AN_OPINION and not self.of:
+            raise ValueError(f"a {self.how} rerun names the opinion it reruns")
+        if self.how in STANDALONE and self.of is not None:
+            raise ValueError(f"a {self.how} rerun stands alone (of={self.of!r})")
+        if self.how not in OF_AN_OPINION and self.how not in STANDALONE:
+            raise ValueError(f"unknown rerun {self.how!r}: {', '.join(OF_AN_OPINION + STANDALONE)}")
+
+    @property
+    def order(self) -> str | None:
+        """The program order it runs the interpreter in, if it is an order rerun."""
+        return self.how if self.how in ORDERS else None
+
+    def __str__(self) -> str:
+        return self.how if self.of is None else f"{self.how}:{self.of}"
+
+
+FLOAT64_RUN = Rerun(FP64)
+REFERENCE_RUN = Rerun(REFERENCE)

@@ -1,0 +1,36 @@
+"""The registry of backend kinds: builds the backend a `BackendSpec` names. It lives apart from what it builds, so
+none of the backends imports it back."""
+
+from __future__ import annotations
+
+import importlib
+
+from ...core.backend_spec import BackendSpec
+from .base import Backend
+
+
+def make_backend(spec: BackendSpec | str) -> Backend:
+    spec = BackendSpec.parse(spec)
+    if spec.kind == "compiled":
+        from .compiled import CompiledBackend
+
+        return CompiledBackend(spec)
+    if spec.kind == "interpreter":
+        from ..interpreter.backend import InterpreterBackend
+
+        return InterpreterBackend(spec)
+    if spec.kind == "reference":
+        from .reference import ReferenceBackend
+
+        return ReferenceBackend(spec)
+    if spec.kind == "specialize":  # dry launches for the compile budget, never compared
+        from .dry_launch import SpecializeBackend
+
+        return SpecializeBackend(spec)
+    if spec.kind == "precompile":  # compiles ahead of use, never compared
+        from .compile_ahead import PrecompileBackend
+
+        return PrecompileBackend(spec)
+    mod, attr = spec.factory
+    factory = getattr(importlib.import_module(mod), attr)
+    return factory(spec)

@@ -1,4 +1,5 @@
-"""The snippets of FINDINGS.md liger 14, 15, 16 and flaggems 10, run on the compiled kernels (needs a CUDA GPU).
+"""The snippets of FINDINGS.md liger 14, 15, 16 and of the layer_norm observation (FlagGems), run on the
+compiled kernels (needs a CUDA GPU).
 
 Each prints the library's result beside the reference's; the finding holds where they differ as FINDINGS.md says.
 """
@@ -42,20 +43,23 @@ def liger_16() -> None:
     print("liger 16: z_loss", z.item(), "torch", want.item(), "holds:", bool(torch.isnan(z).all()))
 
 
-def flaggems_10() -> None:
+def layer_norm_observation() -> None:
     import flag_gems
 
-    x = torch.zeros(1, 4097, device="cuda")
-    x[0, 3072] = -float("inf")
-    _, mean, _ = torch.ops.aten.native_layer_norm(x, (4097,), None, None, 1e-5)
+    # 40961 columns: several TILE_N steps whichever config the autotuner picks (one step cannot show it)
+    x = torch.zeros(1, 40961, device="cuda")
+    x[0, 0] = -float("inf")
+    _, mean, _ = torch.ops.aten.native_layer_norm(x, (40961,), None, None, 1e-5)
+    _, mean_cpu, _ = torch.ops.aten.native_layer_norm(x.cpu(), (40961,), None, None, 1e-5)
     with flag_gems.use_gems():
-        _, mean2, _ = torch.ops.aten.native_layer_norm(x, (4097,), None, None, 1e-5)
-    print("flaggems 10: mean", mean2.flatten().tolist(), "torch", mean.flatten().tolist(),
-          "holds:", bool(torch.isnan(mean2).all() and torch.isinf(mean).all()))
+        _, mean2, _ = torch.ops.aten.native_layer_norm(x, (40961,), None, None, 1e-5)
+    print("layer_norm observation: FlagGems mean", mean2.flatten().tolist(), "torch cuda", mean.flatten().tolist(),
+          "torch cpu", mean_cpu.flatten().tolist(), "exact -inf; FlagGems matches torch:",
+          bool(torch.isnan(mean2).all() and torch.isnan(mean).all()))
 
 
 if __name__ == "__main__":
-    for f in (liger_14, liger_15, liger_16, flaggems_10):
+    for f in (liger_14, liger_15, liger_16, layer_norm_observation):
         try:
             f()
         except Exception as exc:  # noqa: BLE001  one snippet failing does not hide the others

@@ -22,7 +22,7 @@ setup() {
 step_main() {  # the README's main job, as a user runs it on a GPU machine
     local t0=$SECONDS
     rm -rf .tdiff .hypothesis
-    $PY -m pytest --tdiff suites -n 8 -p no:cacheprovider > "$OUT/main.txt" 2>&1
+    $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider > "$OUT/main.txt" 2>&1
     summary "main job: exit $?, $((SECONDS - t0)) s, $(wc -l < "$OUT/main.txt") lines; $(tail -1 "$OUT/main.txt")"
 }
 
@@ -30,7 +30,7 @@ step_seeds() {  # the real suites at two more seeds
     for seed in 1 2; do
         local t0=$SECONDS
         rm -rf .tdiff
-        $PY -m pytest --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider --tdiff-seed $seed -q \
+        $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider --tdiff-seed $seed -q \
             > "$OUT/seed$seed.txt" 2>&1
         summary "real suites seed $seed: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/seed$seed.txt")"
     done
@@ -45,7 +45,7 @@ step_gpu_tests() {  # tdiff's own tests that need the compiled backend
 step_localize() {  # --tdiff-localize end to end: a pass planted in make_ttgir, named in the pytest report
     local t0=$SECONDS
     rm -rf .tdiff
-    TDIFF_STAGES_PLANT=ttgir:ttgpuir.add_remove_layout_conversions:0 $PY -m pytest --tdiff tests/stage_kernels.py \
+    TDIFF_STAGES_PLANT=ttgir:ttgpuir.add_remove_layout_conversions:0 $PY -m pytest -p tdiff.plugin --tdiff tests/stage_kernels.py \
         -k add_kernel --tdiff-localize on -p no:cacheprovider -p no:xdist > "$OUT/localize.txt" 2>&1
     summary "localize (pytest): exit $?, $((SECONDS - t0)) s; $(grep -m1 -o 'which pass: .*' "$OUT/localize.txt" | cut -c1-200)"
 }

@@ -770,3 +770,24 @@ def decode_rows(q_ptr, stride_b, stride_s, stride_h, seq, dim, BLOCK: tl.constex
     d = tl.arange(0, BLOCK)
     p = q_ptr + (row // seq) * stride_b + (row % seq) * stride_s + tl.program_id(1) * stride_h + d
     tl.store(p, tl.load(p, mask=d < dim) * 2, mask=d < dim)
+
+
+# ---------------------------------------------------------------- an operand within its rounding error of a pole
+# (tests/test_blind_spots.py): rsqrt of E[(x - mean)^2] with a float32 mean; for a constant row of large values the
+# mean is off by an ulp in some orders of the sum, the variance is rounding noise, and rstd anything up to 1/sqrt(eps)
+
+def _rstd_reference(x):
+    xd = x.double()
+    return (1 / torch.sqrt(((xd - xd.mean(-1, keepdim=True)) ** 2).mean(-1) + 1e-5)).to(x.dtype)
+
+
+@tdiff.check(launch=_reduce_launch, reference=_rstd_reference, x=ROWS_FINITE)
+@triton.jit
+def rstd_two_pass(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=m, other=0.0).to(tl.float32)
+    mean = tl.sum(x) / n
+    d = tl.where(m, x - mean, 0.0)
+    tl.store(out_ptr + row, tl.math.rsqrt(tl.sum(d * d) / n + 1e-5))

@@ -114,8 +114,9 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
             if f.why == "fragile":
                 out.append(("near-tie", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` were decided by "
                                         f"comparing computed values within tolerance of each other (e.g. an argmax "
-                                        f"among near-ties; at {j}: {x:.6g} vs {y:.6g}): either decision is right, "
-                                        "not failed"))
+                                        f"among near-ties), or computed from a value within its rounding error of "
+                                        f"a pole (e.g. the rsqrt of a variance that is rounding noise; at {j}: "
+                                        f"{x:.6g} vs {y:.6g}): either result is right, not failed"))
                 continue
             how = "the case's inputs reach the dtype's limits" if f.coarse else \
                 "values at the dtype's limits overflowed on the way, in an order Triton does not fix, or the exact " \

@@ -317,6 +317,7 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
     ub = name in ("create_fp_to_si", "create_fp_to_ui")
     unsigned = name.endswith("ui")
     compare = name.startswith("create_fcmp")
+    pole = dataflow.NEAR_POLE.get(name)
 
     def hook(*args: Any, **kw: Any) -> Any:
         if tag is not None:
@@ -334,6 +335,8 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
             dataflow.compare(out, args[0], args[1], session.close_allowance(args[0]))
         else:
             dataflow.carry_fragile(out, args)
+        if pole is not None and len(args) > pole and isinstance(out, _interp.TensorHandle):
+            dataflow.near_pole(out, args[pole], session.close_allowance(args[pole]))
         if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
                 and dataflow.elementwise(out, args, name, session.above):
             session.at_limit()

@@ -401,6 +401,30 @@ def compare(out: TensorHandle, a: Any, b: Any,
         set_fragile(out, close if prev is None else prev | close)
 
 
+#: operations whose result is unbounded (or steep without bound) as their operand nears 0, by the operand's index:
+#: where that operand is within its own rounding error of 0, any backend may give any result (`near_pole`)
+NEAR_POLE = {"create_rsqrt": 0, "create_sqrt": 0, "create_precise_sqrt": 0, "create_log": 0, "create_log2": 0,
+             "create_fdiv": 1, "create_precise_divf": 1}
+
+
+def near_pole(out: TensorHandle, operand: Any,
+              allowed: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None) -> None:
+    """A result computed from an operand that is within its own rounding error of a pole at 0 (the rsqrt of a
+    variance that is rounding noise: `E[(x - mean)^2]` of a constant row of large values, whose float32 mean is
+    off by an ulp) is fragile: another order of the same float32 operations gives a result anywhere between this
+    one and the pole's. "Within": |operand| at most twice `allowed(|v|, |v|, M)` (each side may be off by it)."""
+    if allowed is None or not isinstance(operand, TensorHandle) or not is_float(operand) or not eps_of(operand):
+        return
+    shape = np.shape(out.data)
+    v, m = _fit(values(operand), shape), _fit(mag_of(operand), shape)  # type: ignore[arg-type]
+    with np.errstate(all="ignore"):
+        av = np.abs(v)
+        near = np.isfinite(v) & (m > av) & (av <= 2 * allowed(av, av, m))
+    if near.any():
+        prev = fragile_of(out)
+        set_fragile(out, near if prev is None else prev | near)
+
+
 def extreme_fragile(inp: Any, out: Any, axis: int | None, keep_dims: bool, largest: bool,
                     allowed: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None) -> None:
     """A max (or min) of computed floats is fragile where its two largest (smallest) values along the

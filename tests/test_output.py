@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# imported before any pytester test: pytester restores sys.modules after each, and a Triton imported inside one
+# would be half removed (its C extension stays loaded), breaking later imports of it in this process
+import tdiff.record.summary  # noqa: F401
 from tests.projects import kernel_project
 
 pytest_plugins = ["pytester"]

@@ -83,12 +83,7 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
     for d in s["divergences"]:
         if d["shrunk"]:
             lines.append(f"          shrunk: {d['shrunk']}")
-        if d["repro"]:
-            lines.append(f"          reproducer: {d['repro']}")
-        elif d["repro_note"]:
-            lines.append(f"          reproducer: not written ({d['repro_note']})")
-        if d["corpus"]:
-            lines.append(f"          corpus entry: {d['corpus']}")
+        lines += _written(d)
     for reason, n in s["discarded"].items():
         lines.append(f"          not judged: {n} case(s): {reason}")
     for c in s["caveats"]:
@@ -200,12 +195,7 @@ def problem_lines(s: dict, label: str, reason: str = "") -> list[str]:
         where = "" if d["source"] in ("search", "fuzz") else f", {d['source']}"
         shrunk = f" (shrunk: {d['shrunk']})" if d["shrunk"] else ""
         lines.append(f"          case: {d['case']}{where}{shrunk}")
-        if d["repro"]:
-            lines.append(f"          reproducer: {d['repro']} (run: python {d['repro']})")
-        elif d["repro_note"]:
-            lines.append(f"          reproducer: not written ({d['repro_note']})")
-        if d["corpus"]:
-            lines.append(f"          corpus entry: {d['corpus']}")
+        lines += _written(d, run=True)
     notes = [n for n in s["notes"] if n != what]
     for n in notes[:BLOCK_NOTES]:
         lines.append(f"          note: {_cut(n, 400)}")
@@ -299,3 +289,15 @@ def outcome_counts(labels: list[str]) -> str:
     for label in labels:
         counts[names.get(label, label.lower())] += 1
     return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+
+
+def _written(d: dict, run: bool = False) -> list[str]:
+    """A divergence's reproducer (or why none was written) and corpus entry, one line each."""
+    lines = []
+    if d["repro"]:
+        lines.append(f"          reproducer: {d['repro']}" + (f" (run: python {d['repro']})" if run else ""))
+    elif d["repro_note"]:
+        lines.append(f"          reproducer: not written ({d['repro_note']})")
+    if d["corpus"]:
+        lines.append(f"          corpus entry: {d['corpus']}")
+    return lines

@@ -15,8 +15,9 @@ from tests.test_budget import twice
 
 
 class _Found:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, snapshot: str | None = None) -> None:
         self.text = text
+        self.found = type("Loc", (), {"snapshot": snapshot, "before": None})() if snapshot else None
 
     def sentence(self) -> str:
         return self.text
@@ -34,13 +35,15 @@ def test_a_compiled_wrong_verdict_names_the_pass_the_localizer_found(monkeypatch
         wrong = run(spec)  # the compiled lane as it was: still wrong
         right = run(BackendSpec("tests.faulty:FakeCompiledExact"))  # a snapshot that agrees
         calls.append((spec.kind, agrees(wrong), agrees(right)))
-        return _Found("first diverging after TritonGPUPlanted (make_ttgir)")
+        return _Found("first diverging after TritonGPUPlanted (make_ttgir)", snapshot="/tmp/k-after.ttgir")
 
     monkeypatch.setattr(loc_mod, "localize", fake_localize)
     with pytest.raises(tdiff.DivergenceError) as err:
         tdiff.verify(twice, options=_opts(localize=True))
     assert calls == [("tests.faulty:FakeCompiledWrong", False, True)]
     assert "which pass: first diverging after TritonGPUPlanted (make_ttgir)" in str(err.value)
+    assert "the IR after it: /tmp/k-after.ttgir (replay it with --tdiff-backends 'compiled[ir=/tmp/k-after.ttgir]')" \
+        in str(err.value)
 
 
 def test_without_the_option_the_localizer_is_not_asked(monkeypatch):

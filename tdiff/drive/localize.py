@@ -56,4 +56,10 @@ def which_pass(judge: Any, case: Case, verdict: Verdict, ev: Evidence) -> str | 
         return f"which pass: not localized ({exc})"
     except Exception as exc:  # noqa: BLE001  the localizer failing never hides the divergence
         return f"which pass: not localized ({type(exc).__name__}: {exc})"
-    return f"which pass: {found.sentence()}"
+    line = f"which pass: {found.sentence()}"
+    loc = found.found
+    if loc is not None and loc.snapshot is not None:  # pinned IR files: `compiled[ir=<file>]` replays either
+        line += f"; the IR after it: {loc.snapshot} (replay it with --tdiff-backends 'compiled[ir={loc.snapshot}]')"
+        if loc.before is not None:
+            line += f", the last that agrees: {loc.before}"
+    return line

@@ -181,8 +181,8 @@ def suites_dry(args) -> None:
 # ------------------------------------------------------------------ (b) a planted pass, localized
 
 def agreement(check, case, truth):
-    from tdiff.judge.compare import Rules
     from tdiff.judge.evidence import gather
+    from tdiff.judge.rules import Rules
 
     def agrees(outcome):
         ev = gather(case, check.kernel_name, {"truth:interpreter": truth, outcome.backend: outcome},

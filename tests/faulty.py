@@ -10,7 +10,8 @@ import numpy as np
 from triton.runtime.interpreter import TensorHandle
 
 from tdiff.core.backend_spec import BackendSpec
-from tdiff.execute.interpreter.backend import InterpreterBackend, Session
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.execute.interpreter.session import Session
 
 
 class Perturb(InterpreterBackend):

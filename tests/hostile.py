@@ -309,6 +309,29 @@ def _matmul_launch(kernel, a, b):
     return out
 
 
+def _hypot_launch(kernel, x, y):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, y, out, x.numel(), BLOCK=triton.next_power_of_2(max(1, x.numel())))
+    return out
+
+
+@tdiff.check(launch=_hypot_launch, reference=lambda x, y: torch.sqrt(x * x + y * y),  # overflows past 1.8e19
+             dims={"N": tst.sizes(max_value=8)},
+             x=tst.tensors(shape=("N",), dtype="float32", layouts=["contiguous"],
+                           values=tst.values(nan=False, inf=False)),
+             y=tst.tensors(shape=("N",), dtype="float32", layouts=["contiguous"],
+                           values=tst.values(nan=False, inf=False)))
+@triton.jit
+def stable_hypot(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # scaled by the larger magnitude: right where the reference's x * x overflows to inf
+    offs = tl.arange(0, BLOCK)
+    x = tl.abs(tl.load(x_ptr + offs, mask=offs < n, other=1.0))
+    y = tl.abs(tl.load(y_ptr + offs, mask=offs < n, other=1.0))
+    m = tl.maximum(x, y)
+    s = tl.where(m > 0, m, 1.0)
+    tl.store(out_ptr + offs, m * tl.sqrt((x / s) * (x / s) + (y / s) * (y / s)), mask=offs < n)
+
+
 @tdiff.check(launch=_matmul_launch, reference=lambda a, b: a @ b,
              dims={"M": tst.sizes(max_value=16), "K": tst.sizes(max_value=32), "N": tst.sizes(max_value=16)},
              a=tst.tensors(shape=("M", "K"), layouts=["contiguous"], values=tst.values(nan=False)),
@@ -630,6 +653,23 @@ def tf32_matmul(a_ptr, b_ptr, c_ptr, M, K, N, sa, sb, BM: tl.constexpr, BK: tl.c
         a = tl.load(a_ptr + rm * sa + rk[None, :], mask=(rm < M) & (rk[None, :] < K), other=0.0)
         b = tl.load(b_ptr + rk[:, None] * sb + rn, mask=(rk[:, None] < K) & (rn < N), other=0.0)
         acc += tl.dot(a, b)
+    tl.store(c_ptr + rm * N + rn, acc, mask=(rm < M) & (rn < N))
+
+
+@tdiff.check(**_TF32)
+@triton.jit
+def tf32_matmul_truncates_the_sum(a_ptr, b_ptr, c_ptr, M, K, N, sa, sb, BM: tl.constexpr, BK: tl.constexpr,
+                                  BN: tl.constexpr):
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        rk = k * BK + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm * sa + rk[None, :], mask=(rm < M) & (rk[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + rk[:, None] * sb + rn, mask=(rk[:, None] < K) & (rn < N), other=0.0)
+        acc += tl.dot(a, b)
+    # the bug: the sum's low 13 significand bits cleared (no cast: a bitcast and a mask), an error of tf32's size
+    acc = (acc.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
     tl.store(c_ptr + rm * N + rn, acc, mask=(rm < M) & (rn < N))
 
 

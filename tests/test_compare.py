@@ -9,7 +9,9 @@ from tdiff.core.case import Case
 from tdiff.core.tolerance import Tolerance, from_ops
 from tdiff.execute.backends.reference import ReferenceBackend
 from tdiff.execute.interpreter.backend import InterpreterBackend
-from tdiff.judge.compare import Rules, close, compare, value_mismatch
+from tdiff.judge.closeness import close, value_mismatch
+from tdiff.judge.compare import compare
+from tdiff.judge.rules import Rules
 from tdiff.record.report import mismatch_picture, render
 from tdiff.strategies import tensor_arg
 from tests import kernels as K
@@ -137,7 +139,7 @@ def test_dot_tolerance_grows_with_the_products_not_the_result():
     # products of values in [-4, 4] cancel to 0.39; tf32 rounding left it 0.8% off the fp32 reference.
     # The interpreter's dataflow scale of a dot output is its largest product, grown by sqrt(K).
     from tdiff.execute.interpreter.backend import _interp
-    from tdiff.execute.interpreter.dataflow import dot
+    from tdiff.execute.interpreter.reductions import dot
 
     worst, bug = 0.0, 0
     tol = from_ops({"dot:tf32", "farith"}, "float32")
@@ -189,7 +191,7 @@ def test_reductions_to_few_outputs_allow_for_summation_order():
 
 
 def test_closeness_says_how_near_the_tolerance_two_results_come():
-    from tdiff.judge.compare import closeness
+    from tdiff.judge.closeness import closeness
 
     tol = Tolerance(rtol=1e-3)
     a = f64([1.0, 2.0, np.nan, np.inf])
@@ -285,7 +287,7 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
 
 def test_a_sign_of_zero_mismatch_is_named_as_such():
     from tdiff.core.tolerance import Tolerance
-    from tdiff.judge.compare import value_mismatch
+    from tdiff.judge.closeness import value_mismatch
 
     a, b = np.array([1.0, 2.0, -0.0]), np.array([1.0, 2.0, 0.0])
     m = value_mismatch("out", a, b, Tolerance(exact=True), raw_a=a.astype(np.float32), raw_b=b.astype(np.float32))
@@ -297,7 +299,7 @@ def test_a_kernels_nan_is_told_from_the_references_and_from_an_overflow():
     from types import SimpleNamespace
 
     from tdiff.core.dtypes import dtype
-    from tdiff.judge.compare import _infinite_nan
+    from tdiff.judge.edges import _infinite_nan
     from tdiff.judge.targets import Target
 
     def target(values, edge=None, overflow=None):

@@ -11,8 +11,9 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
 
-from tdiff.execute.interpreter.backend import InterpreterOptions, Session, interpret_launch
+from tdiff.execute.interpreter.backend import interpret_launch
 from tdiff.execute.interpreter.scope import interpreting
+from tdiff.execute.interpreter.session import InterpreterOptions, Session
 from tdiff.execute.plan import route_launches
 from tests import kernels as K
 

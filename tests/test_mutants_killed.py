@@ -20,12 +20,15 @@ from tdiff.core.rerun import FLOAT64_RUN, Rerun
 from tdiff.core.tolerance import Tolerance, from_ops, resolve
 from tdiff.errors import CorpusError
 from tdiff.execute.backends.reference import ReferenceBackend
-from tdiff.execute.interpreter.backend import InterpreterBackend, sample_programs
+from tdiff.execute.interpreter.backend import InterpreterBackend
 from tdiff.execute.interpreter.memory import Memory, Region
+from tdiff.execute.interpreter.session import sample_programs
 from tdiff.judge import verdict as V
 from tdiff.judge.classify import DISCARD, FAIL, classify
-from tdiff.judge.compare import Rules, close, coarse_scale, compare
+from tdiff.judge.closeness import close
+from tdiff.judge.compare import coarse_scale, compare
 from tdiff.judge.evidence import gather
+from tdiff.judge.rules import Rules
 from tdiff.judge.targets import guard_pattern
 from tdiff.record import corpus, repro
 from tdiff.record.shrink import shrink
@@ -431,7 +434,8 @@ def test_launches_are_ordered():
 
 
 def test_the_scale_of_an_atomic_sum_grows_with_its_updates():
-    from tdiff.execute.interpreter.backend import InterpreterOptions, Session, finish_trace
+    from tdiff.execute.interpreter.backend import finish_trace
+    from tdiff.execute.interpreter.session import InterpreterOptions, Session
 
     s = Session(InterpreterOptions())
     s.memory.regions.append(Region("out", 4096, 4, 4, True))
@@ -442,13 +446,13 @@ def test_the_scale_of_an_atomic_sum_grows_with_its_updates():
 
 
 def test_the_scale_of_a_dot_grows_with_its_terms():
-    from tdiff.execute.interpreter import dataflow
+    from tdiff.execute.interpreter import reductions
     from tdiff.execute.interpreter.backend import _interp
 
     a = np.array([[1.0, -1.0] * 32], np.float32)  # 64 products of magnitude 1 that cancel to 0
     b = np.ones((64, 1), np.float32)
     h = [_interp.TensorHandle(v, tl.float32) for v in (a, b, np.zeros((1, 1), np.float32), a @ b)]
-    dataflow.dot(*h)
+    reductions.dot(*h)
     assert h[3]._tdiff_mag[0, 0] >= np.sqrt(64)  # the largest product, grown by sqrt(K)
 
 
@@ -556,7 +560,7 @@ def test_the_reproducers_tolerance_is_tdiffs():
 
 
 def test_only_comparisons_of_computed_values_are_fragile():
-    from tdiff.execute.interpreter import dataflow
+    from tdiff.execute.interpreter import dataflow, fragile
     from tdiff.execute.interpreter.backend import _interp
 
     def handle(v, computed):
@@ -571,14 +575,14 @@ def test_only_comparisons_of_computed_values_are_fragile():
     a, b = [1.0, 1.0, 1.0], [1.0000001, 1.0, 2.0]  # close and unequal, equal, far
     for computed, want in ((False, None), (True, [True, False, False])):
         out = _interp.TensorHandle(np.array(a) < np.array(b), tl.int1)
-        dataflow.compare(out, handle(a, computed), handle(b, computed), allowed)
-        got = dataflow.fragile_of(out)
+        fragile.compare(out, handle(a, computed), handle(b, computed), allowed)
+        got = fragile.fragile_of(out)
         assert (got.tolist() if got is not None else None) == want
     # a maximum whose two largest values tie (within tolerance) is fragile; of loaded values, never
     for computed, want in ((False, None), (True, [True, False])):
         x = handle([[3.0, 3.0, 1.0, 0.0], [3.0, 1.0, 0.0, 0.0]], computed)
         out = _interp.TensorHandle(np.array([3.0, 3.0], np.float32), tl.float32)
-        dataflow.extreme_fragile(tl.core.tensor(x, tl.block_type(tl.float32, [2, 4])),
-                                 tl.core.tensor(out, tl.block_type(tl.float32, [2])), 1, False, True, allowed)
-        got = dataflow.fragile_of(out)
+        fragile.extreme_fragile(tl.core.tensor(x, tl.block_type(tl.float32, [2, 4])),
+                                tl.core.tensor(out, tl.block_type(tl.float32, [2])), 1, False, True, allowed)
+        got = fragile.fragile_of(out)
         assert (got.tolist() if got is not None else None) == want

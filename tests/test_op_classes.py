@@ -123,7 +123,7 @@ def test_classes_of_op_tags():
 
 
 def test_the_interpreter_tags_fma_and_rounded_division():
-    from tdiff.execute.interpreter.backend import _OP_TAGS
+    from tdiff.execute.interpreter.hooks import _OP_TAGS
 
     assert (_OP_TAGS["create_fma"], _OP_TAGS["create_precise_divf"], _OP_TAGS["create_precise_sqrt"],
             _OP_TAGS["create_fdiv"], _OP_TAGS["create_fadd"]) == ("fma", "div_rn", "sqrt_rn", "fdiv", "farith")

@@ -250,7 +250,7 @@ def test_the_reproducers_comparison_is_tdiffs():
     """The runtime a reproducer embeds (rendered from source) compares as tdiff does: the tolerance formula,
     NaN, infinities and signed zeros."""
     from tdiff.core.tolerance import Tolerance
-    from tdiff.judge.compare import close
+    from tdiff.judge.closeness import close
 
     scope = {"__name__": "reproducer"}
     exec(compile(repro._PRELUDE + repro._RUNTIME, "repro.py", "exec"), scope)

@@ -6,7 +6,8 @@ import torch
 import tdiff
 from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
-from tdiff.execute.interpreter.backend import InterpreterBackend, sample_programs
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.execute.interpreter.session import sample_programs
 from tdiff.strategies import tensor_arg
 from tests import kernels as K
 

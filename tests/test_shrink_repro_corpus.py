@@ -175,6 +175,46 @@ def test_known_divergences_are_watched_not_failed(tmp_path):
     assert 'set its "expect" to "pass"' in str(info.value)
 
 
+def test_a_known_divergence_bounded_to_older_tritons_is_a_regression_test_past_them(tmp_path):
+    import triton
+
+    from tdiff.record.summary import problem_lines, record
+
+    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
+                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
+    verdict, ev = _judge(check, opts).verdict(case)
+    path = corpus.write(tmp_path, check, case, verdict, ev)
+    meta = json.loads((path / "entry.json").read_text())
+    here = triton.__version__
+    clean = opts.with_(backends=("interpreter", "reference"))
+    # the bug's Tritons exclude this one: the entry must pass, and does (the divergence is gone)
+    meta.update(expect="divergence", expect_triton=f"<{here}")
+    (path / "entry.json").write_text(json.dumps(meta))
+    assert corpus.Entry(path).expected() == "pass"
+    (res,) = tdiff.verify(K.double_kernel, options=clean)
+    assert (path.name, "passed") in res.replayed and res.status == "passed"
+    assert any(f"expects its divergence under triton <{here} only" in n for n in res.notes)
+    # while the divergence shows, it fails as a regression test would
+    with pytest.raises(tdiff.DivergenceError):
+        tdiff.verify(K.double_kernel, options=opts)
+    # under a specifier holding this Triton, it is a known divergence: gone, it fails the check, and the
+    # check's block names why (not the first note)
+    meta["expect_triton"] = f">={here}"
+    (path / "entry.json").write_text(json.dumps(meta))
+    assert corpus.Entry(path).expected() == "divergence"
+    with pytest.raises(tdiff.DivergenceError) as info:
+        tdiff.verify(K.double_kernel, options=clean)
+    (res,) = info.value.results
+    assert (path.name, "fixed") in res.replayed and "no longer shows" in res.why
+    assert "no longer shows" in problem_lines(record(res), "XFAIL")[0]
+    meta["expect_triton"] = "three point nine"
+    (path / "entry.json").write_text(json.dumps(meta))
+    with pytest.raises(tdiff.DivergenceError, match="not a version specifier"):
+        tdiff.verify(K.double_kernel, options=clean)
+
+
 def test_an_entry_recorded_under_another_triton_says_so_when_replayed(tmp_path):
     import triton
 

@@ -113,7 +113,8 @@ def test_a_bug_in_a_padded_view_fails_whatever_else_the_tensor_holds():
 def test_element_tolerance_follows_each_elements_inputs():
     # the same one-unit error passes nowhere, whatever other elements hold, for an elementwise kernel
     from tdiff.execute.interpreter.backend import InterpreterBackend
-    from tdiff.judge.compare import Rules, compare
+    from tdiff.judge.compare import compare
+    from tdiff.judge.rules import Rules
     from tdiff.judge.targets import view
 
     check = K.double_kernel.__tdiff_checks__[0]
@@ -156,6 +157,18 @@ def test_differences_at_the_range_edge_pass_with_a_note():
     assert v.failed, v
 
 
+def test_a_reference_that_overflows_where_the_kernel_does_not_asks_the_float64_run():
+    # the reference's x * x overflows to inf; the kernel's scaled hypot is finite and right: only the float64
+    # run (not yet there when the pair is first compared) shows the reference is the one at the range edge
+    check = H.stable_hypot.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    x, y = torch.tensor([3e19, 1.0]), torch.tensor([4e19, 2.0])
+    v, ev = judge.verdict(Case({"x": tensor_arg(x), "y": tensor_arg(y)}))
+    assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
+    assert run(H.stable_hypot).status == "passed"
+
+
 def test_nan_where_the_exact_result_is_finite_fails():
     r = run(H.nan_into_finite)
     assert label(r) == [V.VS_REFERENCE] and "NaN" in r.report(), r.report()
@@ -193,6 +206,19 @@ def test_a_float16_accumulator_in_a_tf32_matmul_fails_where_no_side_ran_tf32():
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
     judge = runner.judge(check, runner.new_result(check))
     v, _ = judge.verdict(Case({"a": tensor_arg(torch.tensor([[1.0001]])), "b": tensor_arg(torch.tensor([[1.0]]))}))
+    assert v.label == V.VS_REFERENCE, v
+
+
+def test_an_error_of_tf32_size_fails_where_no_side_ran_tf32():
+    # a float32 sum truncated to tf32's significand (a bitcast, no narrowing cast): within tf32's allowance,
+    # which neither the interpreter nor the reference earns, so the pair fails
+    r = run(H.tf32_matmul_truncates_the_sum)
+    assert label(r) == [V.VS_REFERENCE], r.report()
+    check = H.tf32_matmul_truncates_the_sum.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    a, b = torch.tensor([[1.0 + 2.0**-12]]), torch.tensor([[3.0]])
+    v, _ = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(b)}))
     assert v.label == V.VS_REFERENCE, v
 
 
@@ -416,7 +442,8 @@ def test_a_sum_that_comes_to_the_limit_of_its_dtype_is_at_the_range_edge():
     # 255 float16 squares summing to 65280: the interpreter's sum stays finite, the GPU's order of
     # float16 additions can pass 65504 (rstd 0, output 0: seen on the H100 in liger's fused_add_rms_norm)
     from tdiff.execute.interpreter.backend import InterpreterBackend
-    from tdiff.judge.compare import Rules, compare
+    from tdiff.judge.compare import compare
+    from tdiff.judge.rules import Rules
     from tdiff.judge.targets import view
 
     check = H.fp16_rms.__tdiff_checks__[0]
@@ -442,7 +469,8 @@ def test_a_sum_whose_terms_pass_the_limit_in_some_order_is_at_the_range_edge():
     # the interpreter's did not. Whatever the total, positive terms adding up past the largest float32 make the
     # result depend on the order.
     from tdiff.execute.interpreter.backend import InterpreterBackend
-    from tdiff.judge.compare import Rules, compare
+    from tdiff.judge.compare import compare
+    from tdiff.judge.rules import Rules
     from tdiff.judge.targets import view
 
     check = H.atomic_sum.__tdiff_checks__[0]
@@ -462,8 +490,8 @@ def test_a_sum_whose_terms_pass_the_limit_in_some_order_is_at_the_range_edge():
 
 
 def test_the_float64_run_decides_nothing_when_the_launch_takes_another_path():
-    from tdiff.judge.compare import Rules
     from tdiff.judge.evidence import gather, same_path
+    from tdiff.judge.rules import Rules
 
     def runs(kernel):
         check = kernel.__tdiff_checks__[0]
@@ -513,7 +541,9 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
 
 def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
     from tdiff.core import dtypes
-    from tdiff.judge.compare import Comparison, Rules, compare_targets
+    from tdiff.judge.compare import compare_targets
+    from tdiff.judge.comparison import Comparison
+    from tdiff.judge.rules import Rules
     from tdiff.judge.targets import Target
 
     a = np.array([2**60, 5], dtype=np.int64)

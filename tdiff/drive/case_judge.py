@@ -15,9 +15,9 @@ from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, REFERENCE, ZERO_FILL, Rerun
 from ..core.settings import RunOptions
 from ..execute.workers import InProcess, Job
-from ..judge.compare import Rules
 from ..judge.evidence import Evidence, gather
 from ..judge.opinions import Opinions
+from ..judge.rules import Rules
 from ..judge.verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
 from ..record.results import CheckResult
 

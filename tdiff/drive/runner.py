@@ -134,16 +134,20 @@ class Runner:
             raise
         except SetupError as exc:
             result.status = "error"
-            result.notes.append(str(exc))
+            result.why = str(exc)
+            result.notes.append(result.why)
         except HangBudgetSpent:
             result.status = "error"
-            result.notes.append("hangs cost more than the per-case timeout and no failing case was kept")
+            result.why = "hangs cost more than the per-case timeout and no failing case was kept"
+            result.notes.append(result.why)
         except Exception as exc:  # tdiff itself or the declaration failed: report, never crash the session
             result.status = "error"
-            result.notes.append(f"{type(exc).__name__}: {exc}")
+            result.why = f"{type(exc).__name__}: {exc}"
+            result.notes.append(result.why)
         if result.status != "error":
             never_ran = result.uncovered() if self.options.coverage == "require" else []
             if never_ran:
+                result.why = result.why or "--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran)
                 result.notes.append("--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran))
             if result.failures or never_ran or any(s == "fixed" for _, s in result.replayed):
                 result.status = "failed"
@@ -270,6 +274,7 @@ class Runner:
         found = corpus_union.entries_for_check(roots, check)
         for conflict in found.conflicts:
             result.status = "error"
+            result.why = result.why or conflict.describe()
             result.notes.append(conflict.describe())
         for entry in found.entries:
             self.replay_entry(check, entry, result, judge)
@@ -286,9 +291,21 @@ class Runner:
         except CorpusError as exc:
             result.replayed.append((entry.id, "error"))
             result.status = "error"
+            result.why = result.why or str(exc)
             result.notes.append(str(exc))
             return "error"
-        known = meta.get("expect") == "divergence"  # a known bug, e.g. in Triton: kept as a watch
+        try:
+            known = entry.expected() == "divergence"  # a known bug, e.g. in Triton: kept as a watch
+        except CorpusError as exc:
+            result.replayed.append((entry.id, "error"))
+            result.status = "error"
+            result.why = result.why or str(exc)
+            result.notes.append(str(exc))
+            return "error"
+        if meta.get("expect") == "divergence" and not known:
+            result.notes.append(f"corpus entry {entry.path} expects its divergence under triton "
+                                f"{meta.get('expect_triton')} only: replayed as a regression test under triton "
+                                f"{corpus_mod.triton_here()}")
         recorded_under = corpus_mod.other_triton(meta)
         if recorded_under:
             result.other_versions[recorded_under] += 1
@@ -303,10 +320,12 @@ class Runner:
         if not verdict.failed:
             if known:  # like a strict xfail that passes: the corpus no longer says what is true
                 recorded = meta.get("divergence") or {}
-                result.notes.append(
+                result.why = result.why or (
                     f"corpus entry {entry.path} recorded a known {recorded.get('kind') or ''} divergence that no "
                     f"longer shows ({verdict.label}): if the bug was fixed (a Triton or library upgrade), set its "
-                    f"\"expect\" to \"pass\" to keep it as a regression test; if not, tdiff stopped seeing it")
+                    f"\"expect\" to \"pass\" (or \"expect_triton\" to the versions with the bug) to keep it as a "
+                    f"regression test; if not, tdiff stopped seeing it")
+                result.notes.append(result.why)
                 result.replayed.append((entry.id, "fixed"))
                 return "fixed"
             result.replayed.append((entry.id, "passed"))

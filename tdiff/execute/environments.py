@@ -67,9 +67,7 @@ def sys_path_for_other() -> list[str]:
     the directories of user code (the test roots, the suites), never this environment's packages or
     standard library."""
     ours = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    import tdiff
-
-    out = [str(Path(tdiff.__file__).resolve().parents[1])]
+    out = [str(Path(__file__).resolve().parents[2])]  # tdiff/execute/environments.py -> the checkout
     for p in sys.path:
         if not p:
             continue

@@ -16,7 +16,9 @@ from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
 from . import integrity
 from .classify import Classification, classify, kind_of
-from .compare import Comparison, Rules, compare
+from .compare import compare
+from .comparison import Comparison
+from .rules import Rules
 from .targets import view
 
 

@@ -32,10 +32,13 @@ from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REV
 from ..core.tolerance import Tolerance
 from . import integrity
 from .classify import DISCARD, FAIL, describe_discard, kind_of
-from .compare import Comparison, Rules, coarse_scale, value_mismatch
+from .closeness import value_mismatch
+from .compare import coarse_scale
+from .comparison import Comparison
 from .evidence import Evidence, Pair
 from .integrity import GAP, GAP_READ, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
 from .integrity import RACE as RACE_FINDING
+from .rules import Rules
 from .targets import view
 
 PASSED = "passed"

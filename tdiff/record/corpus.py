@@ -56,6 +56,24 @@ def other_triton(meta: dict) -> str | None:
     return f"triton {recorded}"
 
 
+def expected(meta: dict) -> str:
+    """What replaying an entry must show here: "divergence" or "pass". An entry with `"expect": "divergence"`
+    and `"expect_triton"` (a version specifier, e.g. "<3.9": the Tritons with the bug) expects its divergence
+    only under those; under a Triton that fixed the bug it is a regression test ("pass")."""
+    expect = meta.get("expect", "pass")
+    spec = meta.get("expect_triton")
+    if expect != "divergence" or not spec:
+        return expect
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
+
+    try:
+        within = Version(triton_here()) in SpecifierSet(str(spec), prereleases=True)
+    except InvalidSpecifier:
+        raise CorpusError(f"\"expect_triton\": {spec!r} is not a version specifier (e.g. \"<3.9\")") from None
+    return "divergence" if within else "pass"
+
+
 def _rel(path: str | None) -> str | None:
     if path is None:
         return None
@@ -140,7 +158,16 @@ class Entry:
         if expect == "divergence":
             d = meta.get("divergence") or {}
             out["divergence"] = {"kind": d.get("kind"), "targets": sorted(d.get("targets") or [])}
+            if meta.get("expect_triton"):
+                out["expect_triton"] = str(meta["expect_triton"])
         return out
+
+    def expected(self) -> str:
+        """"divergence" or "pass": what replaying the entry must show under this run's Triton (`expected`)."""
+        try:
+            return expected(self.meta())
+        except CorpusError as exc:
+            raise CorpusError(f"corpus entry {self.path}: {exc}") from None
 
     def meta(self) -> dict:
         f = self.path / ENTRY

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.case import Case
 from ..core.outcome import Outcome
-from ..judge.compare import Comparison, Mismatch
+from ..judge.comparison import Comparison, Mismatch
 from ..judge.evidence import Evidence
 from ..judge.verdict import Verdict
 

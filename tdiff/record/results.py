@@ -44,6 +44,7 @@ class CheckResult:
     shims: Counter = field(default_factory=Counter)  # cases that needed each interpreter shim
     divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    why: str = ""  # the note that failed (or errored) the check where no divergence did, e.g. a stale entry
     seconds: dict[str, float] = field(default_factory=dict)
     compiles: int = 0
     compile_seconds: float = 0.0

@@ -55,6 +55,7 @@ def record(result: Any) -> dict:
             "source": d.source,
         } for d in result.divergences],
         "notes": result.notes,
+        "why": result.why,
         "pair_note": result.pair_note,
         "never_ran": result.uncovered(),
     }
@@ -178,7 +179,7 @@ def problem_lines(s: dict, label: str, reason: str = "") -> list[str]:
     failed = [d for d in s["divergences"] if d["failed"]]
     what = ", ".join(dict.fromkeys(d["verdict"] for d in failed))
     if not what:
-        first = next((n for n in s["notes"] if n), "")
+        first = s.get("why") or next((n for n in s["notes"] if n), "")
         what = "no divergence" if s["status"] in ("passed", "skipped") else _cut(first) or s["status"]
     count = f"{s['cases']} cases, {s['wall']:.1f}s"
     head = f"{label:7} {s['id']}: {what}"

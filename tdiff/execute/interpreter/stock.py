@@ -3,7 +3,7 @@
 A reproducer embeds this module's source (with `compat`, `undefined`, `shims` and `libdevice`) and
 calls `install` in its interpreter subprocess, so the interpreter side computes what tdiff's interpreter
 computed, with the same functions, and reports what they worked around. tdiff itself never calls it
-(it patches Triton for good); its own interpreter installs the same shims in `backend` and `scope`.
+(it patches Triton for good); its own interpreter installs the same shims in `hooks` and `scope`.
 """
 
 from __future__ import annotations

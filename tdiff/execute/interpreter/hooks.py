@@ -1,0 +1,410 @@
+"""The instrumentation: hooks on the interpreter's builder (and on `tl.reduce` / `tl.associative_scan`)
+that run the shims, tag the operations behind each tolerance, note undefined casts, follow the dataflow
+and check and record memory, installed for one session's launch (`instrumented`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+
+from ... import compat
+from ...core import dtypes
+from ...core.outcome import Trace, UBEvent
+from ..backends.base import user_line_now
+from . import dataflow, fragile, libdevice, reductions, shims, undefined, unspecified
+from .session import Session, full_mask
+
+TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "erf", "precise_sqrt")
+FLOAT_ARITH = ("fadd", "fsub", "fmul", "fdiv", "frem", "fma", "precise_divf")
+
+
+def _mask_data(mask: Any) -> np.ndarray | None:
+    return None if mask is None else np.asarray(mask.data, dtype=bool)
+
+
+def _itemsize(ptrs: Any) -> int:
+    return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+
+
+def _shaped(x: np.ndarray | None, shape: tuple) -> np.ndarray | None:
+    if x is None or x.shape == shape:
+        return x
+    try:
+        return np.broadcast_to(x, shape)
+    except ValueError:
+        return np.full(shape, x.max() if x.size else 0, dtype=x.dtype)
+
+
+@contextlib.contextmanager
+def instrumented(builder: Any, session: Session) -> Iterator[None]:
+    """Wrap the interpreter's builder (and reductions) with `session`'s hooks for the body."""
+    changes = _install(builder, session)
+    try:
+        yield
+    finally:
+        for obj, name, old in reversed(changes):
+            if old is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, old)
+
+
+_MISSING = object()
+
+_OP_TAGS = {f"create_{op}": "transcendental" for op in TRANSCENDENTAL}
+_OP_TAGS.update({f"create_{op}": "farith" for op in FLOAT_ARITH})
+# operations with a class of their own (see tdiff.op_classes)
+_OP_TAGS.update({"create_fma": "fma", "create_precise_divf": "div_rn", "create_precise_sqrt": "sqrt_rn",
+                 "create_fdiv": "fdiv"})
+_NOT_VALUES = ("get_grid", "get_null", "set_grid", "create_get_program_id", "create_get_num_programs",
+               "create_make_range", "create_print", "create_assert", "create_assume", "create_barrier",
+               "create_make_block_ptr", "create_advance", "create_make_tensor_descriptor", "create_addptr",
+               "create_histogram")
+
+
+def _value_methods(cls: type) -> list[str]:
+    names = []
+    for name in dir(cls):
+        if not (name.startswith("create_") or name.startswith("get_")) or name.endswith("_ty"):
+            continue
+        if name.startswith(_NOT_VALUES) or name in dataflow.SPECIAL or not callable(getattr(cls, name)):
+            continue
+        names.append(name)
+    return names
+
+
+def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
+    """Set instance attributes on the interpreter's builder that wrap the class methods, layer by
+    layer (shims, then op tags and dataflow, then memory); and wrap reductions and scans.
+
+    Returns what it changed, as (object, attribute, previous value or _MISSING)."""
+    changes: list[tuple[object, str, Any]] = []
+
+    def put(obj: object, name: str, value: Any) -> None:
+        old = getattr(obj, name) if name == "__code__" else vars(obj).get(name, _MISSING)
+        changes.append((obj, name, old))
+        setattr(obj, name, value)
+
+    cls = type(builder)
+    trace = session.trace
+
+    def current(name: str) -> Callable:
+        return shims.current(builder, name)
+
+    # 1. shims: what the compiler accepts and the stock interpreter does not (a reproducer installs the same)
+    shims.install_builder(builder, put, trace.shims, poison=session.options.poison)
+    shims.install_reductions(_interp, put, trace.shims)
+
+    # 1b. results Triton leaves unspecified: recorded (and, for a verdict rerun, changed)
+    def record(key: str, n: int) -> None:
+        trace.unspecified[key] = trace.unspecified.get(key, 0) + n
+
+    trace.alternate = session.options.alternate
+    for name, fn in unspecified.hooks(current, record, session.options.alternate).items():
+        put(builder, name, fn)
+
+    # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
+    for name in _value_methods(cls):
+        put(builder, name, _value_hook(name, current(name), session))
+    put(builder, "create_dot", _dot_hook(current("create_dot"), session))
+
+    # 3. memory: bounds, writers, races, stored magnitudes
+    for name, hook in _memory_hooks(current, session).items():
+        put(builder, name, hook)
+    # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
+    session.other.install(put)
+
+    # libdevice: stubs under the interpreter; computed on the values instead (shim)
+    if shims.ENABLED[shims.LIBDEVICE]:
+        _install_libdevice(put, session)
+
+    # reductions and scans bypass the builder: tag and follow them at the language level
+    for mod in (tl, tl.core):
+        for attr, tag in (("reduce", "reduce"), ("associative_scan", "scan")):
+            put(mod, attr, _reduce_hook(getattr(mod, attr), tag, session))
+    return changes
+
+
+def _install_libdevice(put: Callable, session: Session) -> None:
+    def after(h: Any, operands: list, rule: str) -> None:
+        session.trace.ops.add("transcendental")
+        if dataflow.elementwise(h, operands, f"create_{rule}", session.above):
+            session.at_limit()
+
+    def dispatch(name: str, *args: Any, **_: Any) -> Any:
+        return libdevice.compute_libdevice(name, args, session.trace.shims, after)
+
+    libdevice.install_libdevice(put, dispatch)
+
+
+def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
+    tag = _OP_TAGS.get(name)
+    layout = name in dataflow.LAYOUT
+    ub = name in ("create_fp_to_si", "create_fp_to_ui")
+    unsigned = name.endswith("ui")
+    compare = name.startswith("create_fcmp")
+    pole = fragile.NEAR_POLE.get(name)
+
+    def hook(*args: Any, **kw: Any) -> Any:
+        if tag is not None:
+            session.trace.ops.add(tag)
+        out = fn(*args, **kw)
+        if ub:
+            bad = _check_cast(session, args[0], args[1], unsigned)
+            if bad is not None and session.options.alternate:  # another value for the unspecified lanes
+                data = np.asarray(out.data)
+                out = _interp.TensorHandle(np.where(np.broadcast_to(bad, data.shape), ~data, data), out.dtype)
+        if layout:
+            fragile.layout_fragile(fn, args, kw, out)
+            dataflow.layout(fn, args, kw, out)
+            return out
+        if compare:
+            fragile.compare(out, args[0], args[1], session.close_allowance(args[0]))
+        else:
+            fragile.carry_fragile(out, args)
+        if pole is not None and len(args) > pole and isinstance(out, _interp.TensorHandle):
+            fragile.near_pole(out, args[pole], session.close_allowance(args[pole]))
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
+                and dataflow.elementwise(out, args, name, session.above):
+            session.at_limit()
+        return out
+
+    return hook
+
+
+def _check_cast(session: Session, src: Any, dst_type: Any, unsigned: bool) -> np.ndarray | None:
+    """Record a float-to-int cast of values out of range (undefined); the lanes, or None."""
+    data = np.asarray(src.data)
+    if not (data.dtype.kind == "f" or data.dtype == np.uint16):  # uint16 carries bf16
+        return None
+    vals = dtypes.as_float64(data, dtypes.dtype("bfloat16")) if data.dtype == np.uint16 else data.astype(np.float64)
+    bits = dst_type.scalar.primitive_bitwidth
+    lo, hi = (0, 2.0**bits) if unsigned else (-(2.0 ** (bits - 1)), 2.0 ** (bits - 1))
+    bad = ~np.isfinite(vals) | (np.trunc(vals) < lo) | (np.trunc(vals) >= hi)
+    if session.options.poison:  # a masked-out lane's poison, cast: not a result anything observed
+        bad &= ~undefined.is_poison(data, src.dtype.scalar)
+    if bad.any():
+        ex = float(vals[bad].reshape(-1)[0])
+        session.trace.ub.append(UBEvent(
+            f"float-to-{'u' if unsigned else ''}int{bits} cast of a value out of range",
+            session.program, int(bad.sum()), repr(ex), user_line_now()))
+        return bad
+    return None
+
+
+def _dot_hook(fn: Callable, session: Session) -> Callable:
+    def create_dot(a, b, d, input_precision=None, *rest, **kw):
+        kind = "dot"
+        if a.dtype.scalar == tl.float32 and b.dtype.scalar == tl.float32:
+            prec = str(input_precision).lower() if input_precision is not None else "tf32"
+            kind = "dot:ieee" if "ieee" in prec else "dot:tf32"
+        elif a.dtype.scalar.primitive_bitwidth <= 16 and a.dtype.scalar.is_floating():
+            kind = "dot:lowp"
+        session.trace.ops.add(kind)
+        out = fn(a, b, d, input_precision, *rest, **kw)
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
+                and reductions.dot(a, b, d, out, session.above):
+            session.at_limit()
+        return out
+
+    return create_dot
+
+
+def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[str, Callable]:
+    TensorHandle = _interp.TensorHandle
+    check = session.options.check_pointers
+    record = session.options.record_stores
+    poison = session.options.poison
+    memory, trace = session.memory, session.trace
+    trace.poisoned = poison
+    load, store = current("create_masked_load"), current("create_masked_store")
+    rmw, cas = current("create_atomic_rmw"), current("create_atomic_cas")
+
+    def create_masked_load(ptrs, mask, other, *rest, **kw):
+        m = given = _mask_data(mask)
+        if check:
+            fixed = session.check("load", ptrs.data, m, _itemsize(ptrs))
+            if fixed is not None:
+                m = fixed
+                mask = TensorHandle(fixed, tl.int1)
+        if compat.is_volatile(rest, kw):  # a flag another program sets
+            _sync(trace, "volatile load")
+        addrs = ptrs.data.astype(np.uint64, copy=False)
+        active = full_mask(m, addrs.shape)
+        lanes = undefined.undefined_lanes(addrs.shape, given, other, session.other.now)
+        if lanes is not None:  # the kernel's mask leaves these lanes undefined
+            where = user_line_now()
+            trace.undefined[where] = trace.undefined.get(where, 0) + int(lanes.sum())
+            if poison:
+                other = undefined.poisoned_other(ptrs, _interp._get_np_dtype, TensorHandle)
+        out = load(ptrs, mask, other, *rest, **kw)
+        if record:
+            stored, ovf, decided = memory.load(session.pid, addrs, active, addrs.shape)
+            fragile.set_fragile(out, _shaped(decided, np.shape(out.data)))
+        else:
+            stored, ovf = None, None
+        if dataflow.is_float(out):
+            own = dataflow.own_mag(out)
+            if active is not None and not active.all():  # masked-out lanes feed no error scale
+                own = np.where(_shaped(active, own.shape), own, 0.0)
+            mag = own if stored is None else np.maximum(own, _shaped(stored, own.shape))
+            dataflow.set_shadows(out, mag, _shaped(ovf, own.shape))
+            vals = dataflow.values(out)
+            live = vals if active is None else vals[_shaped(active, vals.shape)]
+            session.edge = max(session.edge, dataflow.edge_ratio(live, out.dtype.scalar))
+            finite = np.abs(live[np.isfinite(live)])
+            if finite.size:
+                session.loaded = max(session.loaded, float(finite.max()))
+        return out
+
+    def create_masked_store(ptrs, value, mask, *rest, **kw):
+        m = _mask_data(mask)
+        if check:
+            fixed = session.check("store", ptrs.data, m, _itemsize(ptrs))
+            if fixed is not None:
+                m = fixed
+                mask = TensorHandle(fixed, tl.int1)
+        value = session.transform_store(ptrs.data, value, m)
+        if record:
+            addrs = ptrs.data.astype(np.uint64, copy=False)
+            memory.store(session.pid, addrs, full_mask(m, addrs.shape), _shaped(dataflow.mag_of(value), addrs.shape),
+                         _shaped(dataflow.ovf_of(value), addrs.shape), session.edge, eps=dataflow.eps_of(value),
+                         loaded=session.loaded, fragile=_shaped(fragile.fragile_of(value), addrs.shape))
+        return store(ptrs, value, mask, *rest, **kw)
+
+    def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
+        trace.ops.add("atomic")
+        trace.atomics = True
+        m = _mask_data(mask)
+        if check:
+            fixed = session.check("atomic", ptr.data, m, _itemsize(ptr))
+            if fixed is not None:
+                m = fixed
+                mask = TensorHandle(fixed, tl.int1)
+        opname = str(op).rsplit(".", 1)[-1].lower()
+        if "xchg" in opname:
+            _sync(trace, "atomic_xchg")
+        elif not dataflow.is_float(val):
+            _sync(trace, f"integer atomic_{opname}")
+        old = rmw(op, ptr, val, mask, *rest, **kw)  # (bf16: the shim under this layer)
+        if record:
+            addrs = ptr.data.astype(np.uint64, copy=False)
+            mag = ovf = None
+            if dataflow.is_float(val):
+                mv = dataflow.mag_of(val)
+                mag = np.maximum(_shaped(mv, addrs.shape), _shaped(dataflow.own_mag(old), addrs.shape)) \
+                    if isinstance(old, TensorHandle) and dataflow.is_float(old) else mv
+                carried = dataflow.ovf_of(val)  # damaged upstream of the atomic
+                ovf = _shaped(carried, addrs.shape) if carried is not None else None
+                if "add" in opname and isinstance(old, TensorHandle):
+                    with np.errstate(all="ignore"):
+                        a, b = dataflow.values(old), dataflow.values(val)
+                        new = _shaped(a, addrs.shape) + _shaped(b, addrs.shape)
+                        made = np.isinf(new) & np.isfinite(_shaped(a, addrs.shape)) \
+                            & np.isfinite(_shaped(b, addrs.shape))
+                    near = dataflow.near_limit(new, dataflow.scalar_type(val), None,
+                                               dataflow.type_eps(dataflow.scalar_type(val)), session.above)
+                    if near is not None:
+                        made |= near
+                        session.at_limit()
+                    ovf = made if ovf is None else ovf | made
+            memory.store(session.pid, addrs, full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
+                         session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
+                         if dataflow.is_float(val) else 0.0, loaded=session.loaded,
+                         fragile=_shaped(fragile.fragile_of(val), addrs.shape))
+        return old
+
+    def create_atomic_cas(ptr, cmp, val, *rest, **kw):
+        trace.ops.add("atomic")
+        trace.atomics = True
+        _sync(trace, "atomic_cas")
+        if check:
+            fixed = session.check("atomic", ptr.data, None, _itemsize(ptr))
+            if fixed is not None:
+                raise RuntimeError(f"atomic_cas outside every allocation: {trace.violations[-1].where}")
+        if record:
+            addrs = ptr.data.astype(np.uint64, copy=False)
+            memory.store(session.pid, addrs, None, None, None, session.edge, atomic=True)
+        return cas(ptr, cmp, val, *rest, **kw)
+
+    return {"create_masked_load": create_masked_load, "create_masked_store": create_masked_store,
+            "create_atomic_rmw": create_atomic_rmw, "create_atomic_cas": create_atomic_cas}
+
+
+def _sync(trace: Trace, how: str) -> None:
+    if how not in trace.sync:
+        trace.sync.append(how)
+
+
+def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
+    scan = tag == "scan"
+
+    def hook(input, axis=None, combine_fn=None, *rest, **kw):
+        session.trace.ops.add(tag)
+        keep_dims = bool(kw.get("keep_dims", rest[0] if (rest and not scan) else False))
+        ins = input if isinstance(input, tuple) else (input,)
+        made: list[Any] = []
+
+        def reduce(given: tuple) -> tuple:
+            for g, i in zip(given, ins):  # (bf16 inputs widened to fp32 by the shim: their shadows go along)
+                if g is not i:
+                    _keep_shadows(g, i)
+            out = inner(given if isinstance(input, tuple) else given[0], axis, combine_fn, *rest, **kw)
+            made.append(out)
+            outs = out if isinstance(out, tuple) else (out,)
+            _follow_reduction(session, given, outs, axis, keep_dims, combine_fn, scan)
+            return outs
+
+        # bf16 carried as bits: reduced on the values in fp32 and rounded back (shim)
+        narrowed = shims.bf16_reduce(reduce, ins, session.trace.shims)
+        if narrowed is None:
+            reduce(ins)
+            return made[0]
+        computed = made[0] if isinstance(made[0], tuple) else (made[0],)
+        for new, old in zip(narrowed, computed):
+            if new is not old:
+                _keep_shadows(new, old)
+        return narrowed if isinstance(made[0], tuple) else narrowed[0]
+
+    return hook
+
+
+def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep_dims: bool, combine_fn: Any,
+                      scan: bool) -> None:
+    """Dataflow through a reduction or scan: error scales, fragile results, near-ties among extremes."""
+    grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
+        and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
+    for i, o in zip(ins, outs):
+        if reductions.reduction(i, o, axis, keep_dims, grow, scan=scan, above=session.above):
+            session.at_limit()
+    for o in outs:  # (an argmax's index depends on every input: each output on each input)
+        for i in ins:
+            fragile.reduce_fragile(i, o, axis, keep_dims, scan=scan)
+    extreme = _extreme(combine_fn)
+    if extreme is not None and not scan:  # near-ties among the extremes: which lane holds it may change
+        for o in outs:
+            fragile.extreme_fragile(ins[0], o, axis, keep_dims, extreme == "max",
+                                    session.close_allowance(ins[0].handle))
+
+
+def _keep_shadows(new: Any, old: Any) -> None:
+    """A retyped tensor keeps the dataflow shadows (magnitudes, overflow) of the one it was made from."""
+    h = old.handle
+    dataflow.set_shadows(new.handle, getattr(h, dataflow.MAG, None), getattr(h, dataflow.OVF, None))
+
+
+def _extreme(combine_fn: Any) -> str | None:
+    """"max" or "min" for the combine functions of tl.max / tl.min / tl.argmax / tl.argmin, else None."""
+    if combine_fn is tl.standard._elementwise_max:
+        return "max"
+    if combine_fn is tl.standard._elementwise_min:
+        return "min"
+    name = getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
+    if "arg" in name:
+        return "max" if "max" in name else "min" if "min" in name else None
+    return None

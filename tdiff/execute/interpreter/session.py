@@ -1,0 +1,168 @@
+"""One interpreted run's state (`Session`: memory, options, what the instrumentation recorded), and
+which programs of a grid run, in which order (`InterpreterOptions`, `all_programs`, `sample_programs`)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import triton.language as tl
+
+from ...core.outcome import Trace
+from ..backends.base import user_line_now
+from ..plan import LaunchPlan, LiveArgs
+from . import dataflow, undefined
+from .memory import Memory, Region, violation
+
+Program = tuple[int, int, int]
+
+
+class KernelRunError(RuntimeError):
+    """An exception raised while interpreting one program."""
+
+    def __init__(self, message: str, program: Program) -> None:
+        super().__init__(message)
+        self.program = program
+
+
+@dataclass
+class InterpreterOptions:
+    order: str = "forward"  # "forward", "reversed" or "shuffled"
+    seed: int = 0
+    programs: Callable[[Program], Sequence[Program]] | None = None  # sampling: grid -> programs to run
+    check_pointers: bool = True
+    record_stores: bool = True
+    poison: bool = True  # fill masked-out lanes of a load without other= with a poison value (`undefined`)
+    alternate: bool = False  # give lanes whose result Triton leaves unspecified another value (`unspecified`)
+
+
+def all_programs(grid: Program) -> list[Program]:
+    """Every program of a grid in launch order (x fastest), as the GPU numbers them."""
+    gx, gy, gz = grid
+    return [(x, y, z) for z in range(gz) for y in range(gy) for x in range(gx)]
+
+
+def linear(p: Program, grid: Program) -> int:
+    return p[0] + grid[0] * (p[1] + grid[1] * p[2])
+
+
+def sample_programs(grid: Program, size: int, seed: int = 0) -> list[Program]:
+    """Programs worth interpreting in a large grid: the corners (first, last), programs on the last
+    face of each axis (they own the masked tails), and `size` random ones."""
+    gx, gy, gz = grid
+    rng = random.Random(hash((grid, seed)) & 0xFFFFFFFF)
+    chosen: set[Program] = set()
+    for x in {0, gx - 1}:
+        for y in {0, gy - 1}:
+            for z in {0, gz - 1}:
+                chosen.add((x, y, z))
+    for axis, n in enumerate(grid):
+        if n > 1:
+            for _ in range(2):
+                p = [rng.randrange(gx), rng.randrange(gy), rng.randrange(gz)]
+                p[axis] = n - 1
+                chosen.add((p[0], p[1], p[2]))
+    total = gx * gy * gz
+    for _ in range(min(size, total)):
+        i = rng.randrange(total)
+        chosen.add((i % gx, (i // gx) % gy, i // (gx * gy)))
+    return sorted(chosen, key=lambda p: linear(p, grid))
+
+
+def full_mask(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`mask` broadcast to `shape` (None stays None)."""
+    if mask is None or mask.shape == shape:
+        return mask
+    return np.broadcast_to(mask, shape)
+
+
+@dataclass
+class Session:
+    """State of one interpreted run: memory, options and what the instrumentation recorded."""
+
+    options: InterpreterOptions
+    plan: LaunchPlan | None = None
+    trace: Trace = field(default_factory=Trace)
+    memory: Memory = field(default_factory=Memory)
+    launches: list = field(default_factory=list)
+    live: LiveArgs = field(default_factory=LiveArgs)
+    grid: Program = (1, 1, 1)
+    program: Program = (0, 0, 0)
+    edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a
+    # value it computed came to its dtype's limit (dataflow.near_limit)
+    loaded: float = 0.0  # the running program's largest finite loaded magnitude
+    above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
+    other: undefined.OtherGiven = field(default_factory=undefined.OtherGiven)  # the load being built got other=
+
+    def __post_init__(self) -> None:
+        # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
+        if self.plan is not None and self.plan.device.type == "cpu":
+            for name, alloc in self.plan.allocations.items():
+                self.memory.regions.append(Region(name, alloc.base, alloc.nbytes, alloc.arg.dt.itemsize, True,
+                                                  buffer=alloc.buffer.data_ptr(), view=alloc.arg.in_view()))
+        self.memory.line = user_line_now
+
+    def at_limit(self) -> None:
+        """The running program computed a value at the limit of its dtype's range."""
+        self.edge = max(self.edge, 1.0)
+
+    def close_allowance(self, operand: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
+        """How far apart two compared values of `operand`'s type may be and still compare either way on
+        another backend: the tolerance of the operations run so far, by the comparison's own formula
+        (`tolerance.allowed`; `fragile.compare` allows each side its share, twice it); None where those
+        operations are exact (every backend computes the same bits)."""
+        from ...core.tolerance import allowed, from_ops
+
+        t = dataflow.scalar_type(operand)
+        name = "bfloat16" if t == tl.bfloat16 else {16: "float16", 64: "float64"}.get(
+            getattr(t, "primitive_bitwidth", 32), "float32")
+        tol = from_ops(self.trace.ops, name, reference=True)
+        if tol.exact:
+            return None
+        return lambda a, b, m: allowed(a, b, tol.rtol, tol.atol, tol.scale, m)
+
+    @property
+    def regions(self) -> list[Region]:
+        return self.memory.regions
+
+    @property
+    def pid(self) -> int:
+        return linear(self.program, self.grid)
+
+    def add_launch_tensor(self, t: torch.Tensor, label: str) -> None:
+        self.add_launch_storage(t.untyped_storage(), label, t.element_size())
+
+    def add_launch_storage(self, storage: Any, label: str, itemsize: int = 1) -> None:
+        base = storage.data_ptr()
+        if any(r.guarded and r.buffer == base for r in self.regions):
+            return  # a case input: only its storage, not its guard bands, is valid memory
+        if self.memory.region_of(base) is None and storage.nbytes() > 0:
+            self.regions.append(Region(label, base, storage.nbytes(), itemsize, False))
+
+    def locate(self, address: int) -> str:
+        if self.plan is not None:
+            where = self.plan.locate(address)
+            if self.plan.device.type != "cpu" and where != "outside every allocation":
+                return f"{where} on {self.plan.device} (a device address the interpreter cannot read)"
+            return where
+        return "outside every allocation"
+
+    def check(self, op: str, ptrs: np.ndarray, mask: np.ndarray | None, itemsize: int) -> np.ndarray | None:
+        """Return a mask with bad addresses switched off (None if all are good) and record them."""
+        addrs = ptrs.astype(np.uint64, copy=False)
+        active = full_mask(mask, addrs.shape)
+        bad = self.memory.bad_lanes(addrs, active, itemsize)
+        if bad is None:
+            return None
+        first = int(addrs[bad].reshape(-1)[0])
+        self.trace.violations.append(violation(op, self.program, addrs, bad, self.locate(first), user_line_now()))
+        return (np.ones(addrs.shape, bool) if active is None else active) & ~bad
+
+    def transform_store(self, ptrs: np.ndarray, value: Any, mask: np.ndarray | None) -> Any:
+        """The value a store writes; identity here, overridden to inject faults in tests."""
+        return value
+

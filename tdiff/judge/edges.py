@@ -1,0 +1,202 @@
+"""The dtype's edges: which differences at the edge of the range are inherent to the computation at
+this precision and pass (`_range_edge`), which NaNs infinite inputs explain and fail (`_infinite_nan`),
+and the narrowing casts that no element tolerance forgives (`narrowing`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.backend_spec import is_reference
+from ..core.case import Case
+from ..core.outcome import narrowing_casts
+from ..core.tolerance import Tolerance, resolve
+from .closeness import close, fmt
+from .comparison import Comparison, Forgiven
+from .rules import Rules
+from .targets import Target
+
+# ------------------------------------------------------------------ the range edge
+
+def input_edge(case: Case) -> float:
+    """How close the case's floating inputs come to their dtypes' limits (see dataflow.edge_ratio)."""
+    cached = case.__dict__.get("_input_edge")
+    if cached is not None:
+        return cached
+    best = 0.0
+    for arg in case.tensors().values():
+        if arg.dt.is_float and arg.numel:
+            v = np.abs(dtypes.as_float64(arg.values(), arg.dt))
+            v = v[~np.isnan(v)]
+            if v.size:
+                best = max(best, float(v.max()) / math.sqrt(float(arg.dt.max)))
+    case.__dict__["_input_edge"] = best
+    return best
+
+
+def range_edge(a: np.ndarray, b: np.ndarray, dt: dtypes.DType) -> np.ndarray:
+    """Elements whose difference involves the edge of the range: NaN or inf on a side, or a finite
+    value in the top half of the dtype's range."""
+    top = float(dt.max) / 2 if dt.is_float else math.inf
+    with np.errstate(invalid="ignore"):
+        return ~np.isfinite(a) | ~np.isfinite(b) | (np.abs(a) >= top) | (np.abs(b) >= top)
+
+
+def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: dtypes.DType, case: Case,
+                rules: Rules, guide: Target | None, cmp: Comparison, tol: Tolerance,
+                scale: np.ndarray | float) -> tuple[np.ndarray, int, np.ndarray]:
+    """Let pass the elements that differ only at the edge of the range where that is inherent to the
+    computation at this precision: values at the dtype's limits fed them (inputs with edge ratio >= 1,
+    or an intermediate at the limit), and an overflow happened on the way (seen by the interpreter),
+    or the float64 run shows an intermediate or the exact result at the edge, or the reference
+    overflowed where the kernel's result matches the float64 run. Also where the exact result lies
+    beyond the dtype's range (the float64 run's, or the reference's inf) and both sides are at the edge
+    (inf, NaN or the top half of the range).
+    Not where a side is NaN and the exact result an infinity that infinite inputs, not an overflow,
+    explain (`_infinite_nan`).
+    Returns the mismatches left, how many of them are edge differences the float64 run (not there
+    yet) might let pass, and the NaNs `_infinite_nan` kept failed."""
+    edge = range_edge(va, vb, dt)
+    if guide is not None and guide.overflow is not None and guide.overflow.shape == bad.shape:
+        edge = edge | guide.overflow  # an overflow upstream can end in a finite value (rsqrt(inf) = 0)
+    edge &= bad
+    if not edge.any():
+        return bad, 0, np.zeros(bad.shape, bool)
+    coarse = guide is None or guide.scale is None
+    if coarse:
+        fed = np.full(bad.shape, input_edge(case) >= 1)
+    elif guide.edge is not None:
+        fed = guide.edge >= 1
+    else:
+        fed = np.zeros(bad.shape, bool)
+    candidates = edge & fed
+    both = edge & range_edge(va, va, dt) & range_edge(vb, vb, dt)  # each side inf, NaN or in the top half
+    inherent = np.zeros(bad.shape, bool) if coarse or guide.overflow is None else guide.overflow.copy()
+    beyond = np.zeros(bad.shape, bool)
+    exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
+    if exact is not None and exact.shape == bad.shape:
+        top = float(dt.max)
+        t = exact.values
+        with np.errstate(invalid="ignore"):
+            inherent |= ~np.isfinite(t) | (np.abs(t) >= top / 2)
+            beyond = both & (np.isinf(t) | (np.abs(t) > top))  # no finite answer in this dtype
+        if exact.overflow is not None:  # an intermediate beyond the dtype's range, in exact arithmetic
+            inherent |= exact.overflow
+        loose = tol.loosened(4)
+        for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
+            if is_reference(name):  # a reference in the case's precision may overflow
+                at_edge = range_edge(ref, ref, dt)
+                inherent |= at_edge & close(other, t, loose, scale)
+    elif coarse and rules.fp64 is None:
+        inherent = candidates  # no interpreter ran here: the inputs at the limits are all there is to go on
+    for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
+        if is_reference(name):  # the reference says the result does not fit the dtype: a NaN (inf -
+            # inf on the way) or a value saturating towards the same infinity is all this dtype can give
+            with np.errstate(invalid="ignore"):
+                beyond |= both & np.isinf(ref) & (np.isnan(other) | (np.sign(other) == np.sign(ref)))
+    infinite = _infinite_nan(va, vb, bad, guide, cmp, exact)
+    legit = ((candidates & inherent) | beyond) & ~infinite
+    if legit.any():
+        j = tuple(int(v) for v in np.argwhere(legit)[0]) if legit.ndim else ()
+        cmp.forgiven.append(Forgiven(path, int(legit.sum()), (j, float(va[j]), float(vb[j])), coarse))
+    bad = bad & ~legit
+    pending = int(((candidates | both) & ~legit & ~infinite).sum()) if rules.fp64 is None else 0
+    return bad, pending, infinite
+
+
+def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,
+                  exact: Target | None) -> np.ndarray:
+    """Elements where a side is NaN and the reference (or the float64 run) gives an infinity, the
+    program that computed them loaded infinite inputs, and no finite value overflowed on their way
+    (the interpreter's dataflow: see `dataflow.ovf`): the NaN is the kernel's arithmetic on infinite
+    inputs (a max-subtracting logsumexp on a fully masked row: -inf - -inf), the same in every
+    precision, not the range's. Needs the interpreter's dataflow (else nothing is flagged)."""
+    none = np.zeros(bad.shape, bool)
+    if guide is None or guide.scale is None or guide.edge is None or guide.edge.shape != bad.shape:
+        return none
+    fed = np.isposinf(guide.edge)  # the storing program loaded an infinity (dataflow.edge_ratio)
+    if guide.overflow is not None and guide.overflow.shape == bad.shape:
+        fed &= ~guide.overflow
+    fed &= bad
+    if not fed.any():
+        return none
+    found = none.copy()
+    for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
+        if is_reference(name):
+            found |= np.isinf(ref) & np.isnan(other)
+    if exact is not None and exact.shape == bad.shape:
+        for side, name in ((va, cmp.a.backend), (vb, cmp.b.backend)):
+            if not is_reference(name):  # (a reference's own NaN is not the kernel's)
+                found |= np.isinf(exact.values) & np.isnan(side)
+    return found & fed
+
+
+def describe_infinite_nan(va: np.ndarray, vb: np.ndarray, infinite: np.ndarray, names: tuple[str, str],
+                          exact: Target | None) -> str:
+    """The mismatch text for `_infinite_nan`'s elements."""
+    j = tuple(int(v) for v in np.argwhere(infinite)[0]) if infinite.ndim else ()
+    a, b = float(va[j]), float(vb[j])
+    if np.isinf(a) and np.isnan(b) and is_reference(names[0]):
+        who, value = "the reference", a
+    elif np.isinf(b) and np.isnan(a) and is_reference(names[1]):
+        who, value = "the reference", b
+    else:
+        who, value = "the float64 run", float(exact.values[j]) if exact is not None else math.inf
+    return (f"{int(infinite.sum())} NaN where {who} gives {fmt(value)}, first at {j}: infinite inputs fed it "
+            "(e.g. a fully masked row of -inf, or a row's +inf maximum subtracted from itself) and no finite value "
+            "overflowed on the way: the kernel's own NaN, not a range-edge difference")
+
+
+# ------------------------------------------------------------------ narrowing casts
+
+def _float_inputs(case: Case) -> set[str]:
+    return {a.dtype for a in case.tensors().values() if a.dt.is_float}
+
+
+def _eps(name: str) -> float:
+    try:
+        return dtypes.dtype(name).eps
+    except (KeyError, ValueError, TypeError):
+        return math.inf  # a float type tdiff does not know (fp8e4b15): narrower than any it does
+
+
+def narrowing(path: str, ta: Target, guide: Target | None, case: Case, rules: Rules,
+              cmp: Comparison) -> tuple[tuple[str, str], ...]:
+    """The casts behind `path` (line, dtype) to a float type with fewer significand bits than every
+    floating input the case gives the kernel and than the target's own dtype, which the check does
+    not declare (a tolerance for `path`, or for every output, at least that type's epsilon): such a
+    cast rounds the result more coarsely than any value the kernel was given or returns (bfloat16 in
+    a float16 kernel), and the element tolerance does not forgive it. Casts to an input's or the
+    output's dtype, and widening casts, are free (the dataflow records only narrowing ones)."""
+    if guide is None or not ta.dtype.is_float:
+        return ()
+    casts = narrowing_casts(guide.precision)
+    if not casts:
+        return ()
+    coarsest = max([_eps(d) for d in _float_inputs(case)] + [ta.dtype.eps])
+    declared = rules.tolerances.get(path, rules.tolerance)
+    out = []
+    for line, name in casts:
+        eps = _eps(name)
+        if eps <= coarsest:
+            continue
+        if declared is not None:
+            tol = resolve(declared, Tolerance(exact=True), ta.dtype)
+            if tol.exact or max(tol.rtol, tol.scale) >= min(eps, 1.0):
+                continue
+        out.append((line, name))
+    return tuple(out)
+
+
+def describe_narrowing(path: str, casts: tuple[tuple[str, str], ...], ta: Target, case: Case) -> str:
+    """What the mismatch says about `narrowing`'s casts, and how to declare one that is meant."""
+    line, name = casts[0]
+    inputs = sorted(_float_inputs(case))
+    given = f"its {' and '.join(inputs)} inputs and " if inputs else ""
+    more = f" (and {len(casts) - 1} more cast(s))" if len(casts) > 1 else ""
+    return (f"`{path}` went through a cast to {name} at {line}{more}: fewer significand bits than {given}its "
+            f"{ta.dtype.name} output, so the kernel rounds more coarsely than anything it was given or returns; a "
+            f"narrowing cast is not forgiven as rounding, and any difference from the reference counts. If the "
+            f"precision is intended, declare tolerances={{{path!r}: tdiff.Tolerance.preset(\"arith\", {name!r})}}")

@@ -27,7 +27,7 @@ step_main() {  # the README's main job, as a user runs it on a GPU machine
 }
 
 step_seeds() {  # the real suites at two more seeds
-    for seed in 1 2; do
+    for seed in ${SEEDS:-1 2}; do
         local t0=$SECONDS
         rm -rf .tdiff
         $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider --tdiff-seed $seed -q \
@@ -59,6 +59,13 @@ step_stages() {  # stage lanes on the bundled suites, planted passes localized
 step_findings() {  # the snippets of this round's new findings, on the compiled kernels
     $PY bench/findings_gpu.py > "$OUT/findings.txt" 2>&1
     summary "findings snippets: exit $?; $(tr '\n' ' ' < "$OUT/findings.txt" | cut -c1-400)"
+}
+
+step_power6() {  # the power benchmark's six blind-spot mutants and their originals, compiled path on every case
+    local t0=$SECONDS
+    $PY bench/power.py --only lse_masked_row_nan,lse_inf_max_nan,fp16_axpy_via_bf16,fp16_grad_via_bf16,\
+rope_decode_row_stride,row_scale_unit_stride,power_mutants --out "$OUT/power6.md" > "$OUT/power6.txt" 2>&1
+    summary "power, six blind-spot mutants: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power6.md")"
 }
 
 setup

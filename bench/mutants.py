@@ -391,6 +391,11 @@ MUTANTS: list[Mutant] = [
       'known = entry.expected() == "divergence"', "known = False",
       "corpus entries marked as known divergences are failed like any other (and never flagged once fixed)",
       t("test_known_divergences_are_watched_not_failed", file=S)),
+    M("runner-finding-known-passes", "tdiff/drive/runner.py",
+      'stale = "known" if check.expects_failure() else "fixed"', 'stale = "fixed"',
+      "a finding's check (xfail) passes while its corpus entry still shows the finding (a strict xfail XPASSes "
+      "on a search that drew no trigger)",
+      t("test_a_finding_check_fails_on_its_known_divergence_and_passes_once_it_is_gone", file=S)),
     M("runner-final-verdict-ignored", "tdiff/drive/runner.py",
       "                if final.failed:\n", "                if False:\n",
       "the final verdict (with reruns) is computed and thrown away",

@@ -78,6 +78,19 @@ class Check:
     def ref(self) -> TargetRef:
         return TargetRef(self.module, self.file, self.kernel_name, self.name)
 
+    def expects_failure(self) -> bool:
+        """Whether the check carries an xfail mark whose condition holds (a finding's check): the known
+        divergences its corpus entries record are then what it expects to fail with. A condition pytest
+        evaluates from a string is taken to hold."""
+        for m in self.marks:
+            mark = getattr(m, "mark", m)
+            if getattr(mark, "name", None) != "xfail":
+                continue
+            conditions = list(mark.args) + ([mark.kwargs["condition"]] if "condition" in mark.kwargs else [])
+            if not conditions or any(c if isinstance(c, bool) else True for c in conditions):
+                return True
+        return False
+
     def input_names(self) -> list[str]:
         return list(self.strategies)
 

@@ -244,3 +244,13 @@ class LimitedInterpreter(InterpreterBackend):
         out.error = ErrorInfo("limitation", "NotImplementedError: inline_asm not supported in interpreter mode",
                               limitation="inline-asm")
         return out
+
+
+class FaultyOnHuge(Perturb):
+    """Plays a backend of its own, wrong only where it stores a value past 1e30 (a corpus entry's case, say, where
+    a search's first cases are not)."""
+
+    label = "faulty"
+    delta = 1.0
+    relative = True
+    above = 1e30

@@ -215,6 +215,36 @@ def test_a_known_divergence_bounded_to_older_tritons_is_a_regression_test_past_t
         tdiff.verify(K.double_kernel, options=clean)
 
 
+def test_a_finding_check_fails_on_its_known_divergence_and_passes_once_it_is_gone(tmp_path):
+    # an xfail(strict) check's corpus entry records the finding: while it shows, the check fails (XFAIL) whatever
+    # the search draws; once it is gone, the check passes and a strict xfail says XPASS (a fix is never an XFAIL)
+    import dataclasses
+
+    opts = tdiff.RunOptions(profile="ci", max_examples=1, corpus_dir=tmp_path, repro_dir=None, isolation="none",
+                            backends=("tests.faulty:FaultyOnHuge", "interpreter"))
+    plain = K.double_kernel.__tdiff_checks__[0]
+    finding = dataclasses.replace(plain, marks=(pytest.mark.xfail(strict=True, reason="a finding"),))
+    assert finding.expects_failure() and not plain.expects_failure()
+    assert not dataclasses.replace(plain, marks=(pytest.mark.xfail(False, reason="fixed here"),)).expects_failure()
+    case = Case({"x": tensor_arg(torch.tensor([1.0, 1e35, 3.0]))})  # wrong only past 1e30
+    verdict, ev = _judge(plain, opts).verdict(case)
+    assert verdict.failed
+    path = corpus.write(tmp_path, plain, case, verdict, ev)
+    meta = json.loads((path / "entry.json").read_text())
+    meta["expect"] = "divergence"
+    (path / "entry.json").write_text(json.dumps(meta))
+    # the search's one case holds no such value: only the entry shows the finding
+    res = tdiff.Runner(opts).run_check(finding)
+    assert (path.name, "known") in res.replayed and not res.failures and res.status == "failed", res.notes
+    assert res.why.startswith(f"corpus entry {path} still shows its known divergence")
+    assert tdiff.Runner(opts).run_check(plain).status == "passed"  # (unmarked: a known divergence is watched)
+    clean = opts.with_(backends=("interpreter", "reference"))
+    assert tdiff.Runner(clean).run_check(plain).status == "failed"  # (unmarked: the fixed entry fails it)
+    res = tdiff.Runner(clean).run_check(finding)
+    assert (path.name, "fixed") in res.replayed and res.status == "passed" and not res.why, res.notes
+    assert any("no longer shows" in n for n in res.notes)
+
+
 def test_an_entry_recorded_under_another_triton_says_so_when_replayed(tmp_path):
     import triton
 

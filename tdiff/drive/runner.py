@@ -149,7 +149,10 @@ class Runner:
             if never_ran:
                 result.why = result.why or "--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran)
                 result.notes.append("--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran))
-            if result.failures or never_ran or any(s == "fixed" for _, s in result.replayed):
+            # a finding's check (xfail) fails on its known divergences still showing, and passes (a strict
+            # xfail then says XPASS) once they are gone; any other check is the opposite
+            stale = "known" if check.expects_failure() else "fixed"
+            if result.failures or never_ran or any(s == stale for _, s in result.replayed):
                 result.status = "failed"
             elif result.judged <= 0 and not any(s == "passed" for _, s in result.replayed):
                 result.status = "skipped"
@@ -320,12 +323,14 @@ class Runner:
         if not verdict.failed:
             if known:  # like a strict xfail that passes: the corpus no longer says what is true
                 recorded = meta.get("divergence") or {}
-                result.why = result.why or (
+                note = (
                     f"corpus entry {entry.path} recorded a known {recorded.get('kind') or ''} divergence that no "
                     f"longer shows ({verdict.label}): if the bug was fixed (a Triton or library upgrade), set its "
                     f"\"expect\" to \"pass\" (or \"expect_triton\" to the versions with the bug) to keep it as a "
                     f"regression test; if not, tdiff stopped seeing it")
-                result.notes.append(result.why)
+                if not check.expects_failure():  # (a finding's check then passes: its xfail reports it)
+                    result.why = result.why or note
+                result.notes.append(note)
                 result.replayed.append((entry.id, "fixed"))
                 return "fixed"
             result.replayed.append((entry.id, "passed"))
@@ -334,7 +339,10 @@ class Runner:
         if known and _same_divergence(recorded, verdict):
             result.replayed.append((entry.id, "known"))
             result.known.append((entry.path, recorded))
-            result.notes.append(f"corpus entry {entry.path} still shows its known divergence: {verdict}")
+            note = f"corpus entry {entry.path} still shows its known divergence: {verdict}"
+            if check.expects_failure():  # the finding its xfail mark expects
+                result.why = result.why or note
+            result.notes.append(note)
             if reproduce_known and self.options.repro_dir is not None:
                 div = self.finish(check, judge, Found(case, verdict, ev), source=str(entry.path), known_too=True)
                 result.notes.append(f"reproducer: {div.repro_path or 'not written (' + str(div.repro_note) + ')'}")

@@ -1,0 +1,80 @@
+"""Cases per second of each process of a fuzz campaign, and in total, from its `--tdiff-campaign` folder.
+
+    python bench/campaign_rates.py campaign/ [--json out.json]
+
+Per process (one `<host>-<pid>-<random>.jsonl` file): its slot and GPU, the cases it ran (the last
+snapshot of each check, summed), the seconds spent in them, and its wall span (its first line to its
+last snapshot). The total divides every process's cases by the campaign's wall span (the earliest start
+to the latest snapshot). The sum of the processes' cases is checked against `tdiff campaign`'s own
+aggregate (`tdiff.record.campaign.aggregate`): a case lost or counted twice would show as a difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(ROOT))
+
+from tdiff.record.campaign import SUFFIX, aggregate  # noqa: E402
+
+
+def processes(folder: Path) -> list[dict]:
+    out = []
+    for path in sorted(folder.rglob(f"*{SUFFIX}")):
+        head: dict = {}
+        last: dict[str, dict] = {}
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if "process" in obj:
+                head = obj["process"]
+            elif "check" in obj:
+                last[obj["check"]] = obj
+        cases = sum(int(s["cases"]) for s in last.values())
+        busy = sum(float(s["busy_s"]) for s in last.values())
+        started = float(head.get("started", min((float(s["t0"]) for s in last.values()), default=0.0)))
+        ended = max((float(s["t"]) for s in last.values()), default=started)
+        out.append({"file": path.name, "pid": head.get("pid"), "slot": head.get("slot"), "gpu": head.get("gpu"),
+                    "checks": len(last), "cases": cases, "busy_s": round(busy, 3),
+                    "wall_s": round(ended - started, 3), "started": started, "ended": ended,
+                    "cases_per_busy_s": round(cases / busy, 3) if busy else 0.0,
+                    "cases_per_wall_s": round(cases / (ended - started), 3) if ended > started else 0.0})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    folder = Path(args.folder)
+    procs = processes(folder)
+    if not procs:
+        print(f"{folder}: no campaign files")
+        return 1
+    start, end = min(p["started"] for p in procs), max(p["ended"] for p in procs)
+    total = sum(p["cases"] for p in procs)
+    agg = sum(c.cases for c in aggregate(folder).checks.values())
+    print("process  slot  gpu   checks  cases  busy s  wall s  cases/busy s  cases/wall s")
+    for p in procs:
+        print(f"{p['pid']!s:8} {p['slot']!s:5} {p['gpu']!s:5} {p['checks']:6}  {p['cases']:5}  {p['busy_s']:6.1f}  "
+              f"{p['wall_s']:6.1f}  {p['cases_per_busy_s']:12.2f}  {p['cases_per_wall_s']:12.2f}")
+    span = end - start
+    print(f"total: {len(procs)} process(es), {total} cases in {span:.1f} s of wall time: "
+          f"{total / span if span > 0 else 0:.2f} cases/s; tdiff campaign's aggregate counts {agg} cases"
+          f" ({'the same' if agg == total else 'DIFFERENT'})")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"processes": procs, "cases": total, "wall_s": span,
+                                               "aggregate_cases": agg}, indent=1))
+    return 0 if agg == total else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -309,6 +309,26 @@ def _matmul_launch(kernel, a, b):
     return out
 
 
+def _weighted_launch(kernel, w, x):
+    out = torch.empty_like(x)
+    s = float(w.double().sum())  # the launch's float argument, as liger's cross entropy passes its weights' sum
+    kernel[(1,)](w, x, out, s, x.numel(), BLOCK=triton.next_power_of_2(max(1, x.numel())))
+    return out
+
+
+@tdiff.check(launch=_weighted_launch, reference=lambda w, x: (w.double() * x.double() / w.double().sum()).float(),
+             dims={"N": tst.sizes(max_value=4)},
+             w=tst.tensors(shape=("N",), dtype="float32", layouts=["contiguous"], values=tst.values(0, 4, nan=False)),
+             x=tst.tensors(shape=("N",), dtype="float32", layouts=["contiguous"], values=tst.values(-4, 4, nan=False)))
+@triton.jit
+def weighted_share(w_ptr, x_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
+    # w * x / sum(w): right, and as uncertain as float32 makes it where w * x underflows and s is tiny
+    offs = tl.arange(0, BLOCK)
+    w = tl.load(w_ptr + offs, mask=offs < n, other=0.0)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, w * x / s, mask=offs < n)
+
+
 def _hypot_launch(kernel, x, y):
     out = torch.empty_like(x)
     kernel[(1,)](x, y, out, x.numel(), BLOCK=triton.next_power_of_2(max(1, x.numel())))

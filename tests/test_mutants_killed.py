@@ -404,7 +404,9 @@ def test_an_entry_with_other_inputs_is_an_error(tmp_path):
 
 def test_temporary_folders_are_not_entries(tmp_path):
     check = K.double_kernel.__tdiff_checks__[0]
-    (tmp_path / check.kernel_name / ".tmp-abc123").mkdir(parents=True)  # a writer's, mid-write
+    tmp = tmp_path / check.kernel_name / ".tmp-abc123"  # a writer's, mid-write: its tensors written, not its entry
+    tmp.mkdir(parents=True)
+    (tmp / corpus.TENSORS).write_bytes(b"")
     assert corpus.entries_for(tmp_path, check) == []
 
 

@@ -169,19 +169,19 @@ def test_a_reference_that_overflows_where_the_kernel_does_not_asks_the_float64_r
     assert run(H.stable_hypot).status == "passed"
 
 
-def test_a_product_that_underflows_carries_its_absolute_error_on():
-    # liger's weighted cross entropy on the H200: a subnormal weight (3 * 2**-149) times a loss of 0.629 rounds
-    # to 2 * 2**-149; divided by the weights' sum (the same subnormal) that is 0.667, float32's right answer
+def test_a_product_that_underflows_is_not_forgiven_where_it_is_amplified():
+    # a subnormal weight (3 * 2**-149) times 0.629 rounds to 2 * 2**-149; over the weights' sum (the same subnormal)
+    # that is 0.667 where the exact answer is 0.629. float32 gives it (torch's own float32 cross entropy does), but
+    # the formula lost it: the error model does not widen an underflowed product's scale (liger 13, PolyNorm's
+    # underflowing rstd cube, is this class: a widened scale passed its finding)
     check = H.weighted_share.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
     judge = runner.judge(check, runner.new_result(check))
     w, x = torch.tensor([4.203895392974451e-45]), torch.tensor([0.629275])
-    v, ev = judge.verdict(Case({"w": tensor_arg(w), "x": tensor_arg(x)}))
-    assert not v.failed, v
-    # (normal weights: nothing underflows)
+    v, _ = judge.verdict(Case({"w": tensor_arg(w), "x": tensor_arg(x)}))
+    assert v.label == V.VS_REFERENCE, v
     v, _ = judge.verdict(Case({"w": tensor_arg(torch.tensor([0.5, 1.5])), "x": tensor_arg(torch.tensor([1.0, 2.0]))}))
     assert not v.failed, v
-    assert run(H.weighted_share).status == "passed"
 
 
 def test_nan_where_the_exact_result_is_finite_fails():

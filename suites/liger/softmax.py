@@ -58,9 +58,12 @@ def launch_bwd(kernel, x, dy):
 
 
 def reference_bwd(x, dy):
-    xd = x.double().requires_grad_(True)
-    (dx,) = torch.autograd.grad(torch.softmax(xd, dim=-1), xd, dy.double())
-    return dx.to(dy.dtype)
+    # softmax's backward at the output the forward saved (y in x's dtype, as launch_bwd and liger's forward store
+    # it), in float64: an element whose y underflowed to 0 has no gradient in the kernel's problem (seen on the
+    # H200: exp(-113.8) / 30 is 0 in float32, and dy ~ 3e17 made float64's 1.3e-35 look like a kernel bug)
+    y = torch.softmax(x.float(), dim=-1).to(x.dtype).double()
+    dyd = dy.double()
+    return (y * (dyd - (dyd * y).sum(dim=-1, keepdim=True))).to(dy.dtype)
 
 
 tdiff.check(

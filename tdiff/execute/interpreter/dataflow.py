@@ -9,10 +9,8 @@ Each floating `TensorHandle` the instrumented builder returns carries shadows:
   quotient's, a square root's, an exponential's follow their derivatives; a reduction's grows with
   the square root of its number of terms, and so do `tl.dot`'s (both in `reductions`) and atomic
   adds'. So a result that cancels (`a * b - c` near zero) keeps the scale of its operands, and an
-  element fed by values near 1 is judged near 1 whatever other elements of the tensor hold. A result
-  that underflowed carries an absolute error, up to the smallest normal: its scale is at least that over
-  the type's roundoff (a subnormal weight times a loss, divided by the subnormal sum of the weights, is
-  that uncertain). It is the per-element scale of tdiff's tolerance.
+  element fed by values near 1 is judged near 1 whatever other elements of the tensor hold. It is the
+  per-element scale of tdiff's tolerance.
 - `ovf` (per element, "damaged"): an operation on finite operands gave inf or NaN (an overflow, and
   everything computed from the infinity it made), or a product, quotient, exponential or narrowing
   cast of nonzero finite values underflowed: the error scale no longer bounds the result's error,
@@ -271,14 +269,6 @@ def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_
     return small if small.any() else None
 
 
-def underflow_scale(t: Any) -> float:
-    """The error scale of a result that underflowed in type `t`: its error, up to `t`'s smallest normal,
-    over `t`'s roundoff."""
-    bits = getattr(t, "primitive_bitwidth", 32) if t != tl.bfloat16 else 32
-    eps = type_eps(t)
-    return _TINY.get(bits, 0.0) / eps if eps else 0.0
-
-
 def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: float | None = None) -> bool:
     """An elementwise result: its error scale by first-order propagation, its precision, and where
     an overflow (or an underflow of a product) damaged it. True where a result came to the limit
@@ -302,10 +292,6 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: fl
     under = _underflow(_rule(name), out_vals, floats, out_t, cast=name in FLOAT_CASTS)
     if under is not None:
         ovf = under if ovf is None else ovf | under
-        # its error is absolute, up to the smallest normal (rounded to a subnormal, or flushed to zero): as an
-        # error scale, that over the type's roundoff; what is computed from it (a division by another tiny
-        # value) carries it on
-        mag = np.where(under, np.maximum(mag, underflow_scale(out_t)), mag)
     eps = max([eps_of(h) for h in floats], default=0.0)
     if name in CASTS:  # a cast rounds only when it narrows
         src = max((type_eps(scalar_type(h)) for h in floats), default=0.0)

@@ -21,7 +21,7 @@ from ..core.outcome import Outcome
 from .classify import kind_of
 from .closeness import close, closeness, describe_values, value_mismatch
 from .comparison import Comparison, Forgiven, Mismatch
-from .edges import _range_edge, describe_infinite_nan, describe_narrowing, narrowing
+from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
 from .rules import Rules
 from .targets import Target, View, describe_structure, view
 
@@ -32,13 +32,7 @@ def input_scale(case: Case) -> float:
     cached = case.__dict__.get("_input_scale")
     if cached is not None:
         return cached
-    best = 0.0
-    for arg in case.tensors().values():
-        if arg.dt.is_float and arg.numel:
-            v = np.abs(dtypes.as_float64(arg.values(), arg.dt))
-            v = v[np.isfinite(v)]
-            if v.size:
-                best = max(best, float(v.max()))
+    best = max((float(v.max()) for _, v in float_input_magnitudes(case, True)), default=0.0)
     for v in case.inputs.values():
         if isinstance(v, float) and math.isfinite(v):
             best = max(best, abs(v))

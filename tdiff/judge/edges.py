@@ -5,6 +5,7 @@ and the narrowing casts that no element tolerance forgives (`narrowing`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -20,18 +21,24 @@ from .targets import Target
 
 # ------------------------------------------------------------------ the range edge
 
+def float_input_magnitudes(case: Case, finite: bool) -> Iterator[tuple[dtypes.DType, np.ndarray]]:
+    """Each floating tensor input's dtype and absolute values (float64), NaN left out (and infinities where
+    `finite`); inputs with nothing left are skipped."""
+    for arg in case.tensors().values():
+        if arg.dt.is_float and arg.numel:
+            v = np.abs(dtypes.as_float64(arg.values(), arg.dt))
+            v = v[np.isfinite(v)] if finite else v[~np.isnan(v)]
+            if v.size:
+                yield arg.dt, v
+
+
 def input_edge(case: Case) -> float:
     """How close the case's floating inputs come to their dtypes' limits (see dataflow.edge_ratio)."""
     cached = case.__dict__.get("_input_edge")
     if cached is not None:
         return cached
-    best = 0.0
-    for arg in case.tensors().values():
-        if arg.dt.is_float and arg.numel:
-            v = np.abs(dtypes.as_float64(arg.values(), arg.dt))
-            v = v[~np.isnan(v)]
-            if v.size:
-                best = max(best, float(v.max()) / math.sqrt(float(arg.dt.max)))
+    best = max((float(v.max()) / math.sqrt(float(dt.max)) for dt, v in float_input_magnitudes(case, False)),
+               default=0.0)
     case.__dict__["_input_edge"] = best
     return best
 

@@ -175,17 +175,23 @@ def test_known_divergences_are_watched_not_failed(tmp_path):
     assert 'set its "expect" to "pass"' in str(info.value)
 
 
+def _recorded(tmp_path, backend="tests.faulty:FaultyFirstProgram", x=None):
+    """Options comparing `backend` with the interpreter, double_kernel's check, and the corpus entry (under
+    tmp_path) of the case `x` (default arange(5)) judged with them."""
+    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
+                            backends=(backend, "interpreter"))
+    check = K.double_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32) if x is None else x)})
+    verdict, ev = _judge(check, opts).verdict(case)
+    return opts, check, corpus.write(tmp_path, check, case, verdict, ev)
+
+
 def test_a_known_divergence_bounded_to_older_tritons_is_a_regression_test_past_them(tmp_path):
     import triton
 
     from tdiff.record.summary import problem_lines, record
 
-    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
-                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
-    check = K.double_kernel.__tdiff_checks__[0]
-    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
-    verdict, ev = _judge(check, opts).verdict(case)
-    path = corpus.write(tmp_path, check, case, verdict, ev)
+    opts, check, path = _recorded(tmp_path)
     meta = json.loads((path / "entry.json").read_text())
     here = triton.__version__
     clean = opts.with_(backends=("interpreter", "reference"))
@@ -220,16 +226,11 @@ def test_a_finding_check_fails_on_its_known_divergence_and_passes_once_it_is_gon
     # the search draws; once it is gone, the check passes and a strict xfail says XPASS (a fix is never an XFAIL)
     import dataclasses
 
-    opts = tdiff.RunOptions(profile="ci", max_examples=1, corpus_dir=tmp_path, repro_dir=None, isolation="none",
-                            backends=("tests.faulty:FaultyOnHuge", "interpreter"))
-    plain = K.double_kernel.__tdiff_checks__[0]
+    opts, plain, path = _recorded(tmp_path, "tests.faulty:FaultyOnHuge", torch.tensor([1.0, 1e35, 3.0]))
+    opts = opts.with_(max_examples=1)  # (FaultyOnHuge is wrong only past 1e30: the entry's case, not the search's)
     finding = dataclasses.replace(plain, marks=(pytest.mark.xfail(strict=True, reason="a finding"),))
     assert finding.expects_failure() and not plain.expects_failure()
     assert not dataclasses.replace(plain, marks=(pytest.mark.xfail(False, reason="fixed here"),)).expects_failure()
-    case = Case({"x": tensor_arg(torch.tensor([1.0, 1e35, 3.0]))})  # wrong only past 1e30
-    verdict, ev = _judge(plain, opts).verdict(case)
-    assert verdict.failed
-    path = corpus.write(tmp_path, plain, case, verdict, ev)
     meta = json.loads((path / "entry.json").read_text())
     meta["expect"] = "divergence"
     (path / "entry.json").write_text(json.dumps(meta))
@@ -248,12 +249,7 @@ def test_a_finding_check_fails_on_its_known_divergence_and_passes_once_it_is_gon
 def test_an_entry_recorded_under_another_triton_says_so_when_replayed(tmp_path):
     import triton
 
-    opts = tdiff.RunOptions(profile="ci", max_examples=2, corpus_dir=tmp_path, repro_dir=None, isolation="none",
-                            backends=("tests.faulty:FaultyFirstProgram", "interpreter"))
-    check = K.double_kernel.__tdiff_checks__[0]
-    case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
-    verdict, ev = _judge(check, opts).verdict(case)
-    path = corpus.write(tmp_path, check, case, verdict, ev)
+    opts, check, path = _recorded(tmp_path)
     assert json.loads((path / "entry.json").read_text())["versions"]["triton"] == triton.__version__
     clean = opts.with_(backends=("interpreter", "reference"))
     (same,) = tdiff.verify(K.double_kernel, options=clean)

@@ -215,6 +215,15 @@ def _dot_hook(fn: Callable, session: Session) -> Callable:
     return create_dot
 
 
+def _checked(session: Session, op: str, ptrs: Any, m: np.ndarray | None, mask: Any) -> tuple[Any, Any]:
+    """The mask of an access, with its lanes outside every allocation turned off (`Session.check` records
+    them), as an array and as the handle the builder takes."""
+    fixed = session.check(op, ptrs.data, m, _itemsize(ptrs))
+    if fixed is None:
+        return m, mask
+    return fixed, _interp.TensorHandle(fixed, tl.int1)
+
+
 def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[str, Callable]:
     TensorHandle = _interp.TensorHandle
     check = session.options.check_pointers
@@ -228,10 +237,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
     def create_masked_load(ptrs, mask, other, *rest, **kw):
         m = given = _mask_data(mask)
         if check:
-            fixed = session.check("load", ptrs.data, m, _itemsize(ptrs))
-            if fixed is not None:
-                m = fixed
-                mask = TensorHandle(fixed, tl.int1)
+            m, mask = _checked(session, "load", ptrs, m, mask)
         if compat.is_volatile(rest, kw):  # a flag another program sets
             _sync(trace, "volatile load")
         addrs = ptrs.data.astype(np.uint64, copy=False)
@@ -265,10 +271,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
     def create_masked_store(ptrs, value, mask, *rest, **kw):
         m = _mask_data(mask)
         if check:
-            fixed = session.check("store", ptrs.data, m, _itemsize(ptrs))
-            if fixed is not None:
-                m = fixed
-                mask = TensorHandle(fixed, tl.int1)
+            m, mask = _checked(session, "store", ptrs, m, mask)
         value = session.transform_store(ptrs.data, value, m)
         if record:
             addrs = ptrs.data.astype(np.uint64, copy=False)
@@ -282,10 +285,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
         trace.atomics = True
         m = _mask_data(mask)
         if check:
-            fixed = session.check("atomic", ptr.data, m, _itemsize(ptr))
-            if fixed is not None:
-                m = fixed
-                mask = TensorHandle(fixed, tl.int1)
+            m, mask = _checked(session, "atomic", ptr, m, mask)
         opname = str(op).rsplit(".", 1)[-1].lower()
         if "xchg" in opname:
             _sync(trace, "atomic_xchg")

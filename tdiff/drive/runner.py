@@ -147,8 +147,9 @@ class Runner:
         if result.status != "error":
             never_ran = result.uncovered() if self.options.coverage == "require" else []
             if never_ran:
-                result.why = result.why or "--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran)
-                result.notes.append("--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran))
+                note = "--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran)
+                result.why = result.why or note
+                result.notes.append(note)
             # a finding's check (xfail) fails on its known divergences still showing, and passes (a strict
             # xfail then says XPASS) once they are gone; any other check is the opposite
             stale = "known" if check.expects_failure() else "fixed"

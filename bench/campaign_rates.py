@@ -5,8 +5,9 @@
 Per process (one `<host>-<pid>-<random>.jsonl` file): its slot and GPU, the cases it ran (the last
 snapshot of each check, summed), the seconds spent in them, and its wall span (its first line to its
 last snapshot). The total divides every process's cases by the campaign's wall span (the earliest start
-to the latest snapshot). The sum of the processes' cases is checked against `tdiff campaign`'s own
-aggregate (`tdiff.record.campaign.aggregate`): a case lost or counted twice would show as a difference.
+to the latest snapshot). The processes' cases are added up against the checks' (both from
+`tdiff.record.campaign.aggregate`, which reads each process's file once): a snapshot read twice or
+dropped would show as a difference.
 """
 
 from __future__ import annotations
@@ -20,29 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from tdiff.record.campaign import SUFFIX, aggregate  # noqa: E402
+from tdiff.record.campaign import aggregate  # noqa: E402
 
 
 def processes(folder: Path) -> list[dict]:
+    """Each process of the campaign (tdiff.record.campaign.aggregate reads its file) with its rates."""
     out = []
-    for path in sorted(folder.rglob(f"*{SUFFIX}")):
-        head: dict = {}
-        last: dict[str, dict] = {}
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if "process" in obj:
-                head = obj["process"]
-            elif "check" in obj:
-                last[obj["check"]] = obj
-        cases = sum(int(s["cases"]) for s in last.values())
-        busy = sum(float(s["busy_s"]) for s in last.values())
-        started = float(head.get("started", min((float(s["t0"]) for s in last.values()), default=0.0)))
-        ended = max((float(s["t"]) for s in last.values()), default=started)
-        out.append({"file": path.name, "pid": head.get("pid"), "slot": head.get("slot"), "gpu": head.get("gpu"),
-                    "checks": len(last), "cases": cases, "busy_s": round(busy, 3),
+    for head in aggregate(folder).processes:
+        cases, busy = int(head.get("cases", 0)), float(head.get("busy_s", 0.0))
+        started = float(head["started"])
+        ended = float(head["last_t"]) if head.get("last_t") is not None else started
+        out.append({"file": Path(head["file"]).name, "pid": head.get("pid"), "slot": head.get("slot"),
+                    "gpu": head.get("gpu"), "checks": head.get("checks", 0), "cases": cases, "busy_s": round(busy, 3),
                     "wall_s": round(ended - started, 3), "started": started, "ended": ended,
                     "cases_per_busy_s": round(cases / busy, 3) if busy else 0.0,
                     "cases_per_wall_s": round(cases / (ended - started), 3) if ended > started else 0.0})

@@ -215,7 +215,8 @@ class Campaign:
 
 
 def aggregate(directory: Path) -> Campaign:
-    """Every process's file under `directory`, added up per check."""
+    """Every process's file under `directory`, added up per check; each process's entry also gets its own
+    totals (checks, cases, seconds in cases, its last snapshot's time)."""
     out = Campaign()
     for path in sorted(Path(directory).rglob(f"*{SUFFIX}")):
         last: dict[str, dict] = {}
@@ -236,6 +237,10 @@ def aggregate(directory: Path) -> Campaign:
                 last[obj["check"]] = obj
         for check_id, snap in last.items():
             _add(out.checks.setdefault(check_id, CheckCampaign(check_id)), snap)
+        for proc in (p for p in out.processes if p["file"] == str(path)):  # the process this file is about
+            proc.update(checks=len(last), cases=sum(int(x.get("cases", 0)) for x in last.values()),
+                        busy_s=sum(float(x.get("busy_s", 0.0)) for x in last.values()),
+                        last_t=max((float(x["t"]) for x in last.values()), default=None))
     return out
 
 

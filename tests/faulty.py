@@ -45,15 +45,25 @@ class _Session(Session):
     def transform_store(self, ptrs, value, mask):
         data = np.asarray(value.data)
         only = self.grid[0] - 1 if self.only == -1 else self.only
-        if data.dtype.kind != "f" or (only is not None and self.program[0] != only):
+        if data.dtype.kind != "f":
             return value
-        if self.above is not None and not (np.abs(data) > self.above).any():
+        rows = np.ones(data.shape, bool)  # the lanes of the program perturbed (in a batch: its row)
+        if only is not None:
+            if self.batch is None:
+                if self.program[0] != only:
+                    return value
+            else:
+                hit = self.coords[:, 0] == only
+                if not hit.any():
+                    return value
+                rows = np.broadcast_to(hit.reshape((-1,) + (1,) * (data.ndim - 1)), data.shape)
+        if self.above is not None and not (np.abs(data[rows]) > self.above).any():
             return value
         delta = self.delta
         if self.noisy:
             delta *= float(np.random.default_rng().uniform(0.5, 1.5))
         bump = data * delta if self.relative else delta
-        return TensorHandle((data + bump).astype(data.dtype), value.dtype)
+        return TensorHandle(np.where(rows, data + bump, data).astype(data.dtype), value.dtype)
 
 
 class FakeCompiledExact(Perturb):

@@ -32,11 +32,20 @@ def test_sampled_interpreter_runs_few_programs_and_agrees_with_the_reference(tmp
 
 def test_sampling_still_finds_a_bug_in_one_boundary_program():
     opts = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none", shrink_budget=0,
-                            backends=("tests.faulty:FakeCompiledTail", "interpreter"))
+                            backends=("tests.faulty:FakeCompiledTail", "interpreter"), batched_threshold=64)
     with pytest.raises(tdiff.DivergenceError) as err:
         tdiff.verify(K.wide_grid_kernel, options=opts)
     text = str(err.value)
     assert "written by program 1023" in text and "interpreted" in text and "of 1024 programs" in text
+
+
+def test_batches_interpret_the_whole_grid_up_to_their_threshold():
+    opts = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none", shrink_budget=0,
+                            backends=("tests.faulty:FakeCompiledTail", "interpreter"))
+    with pytest.raises(tdiff.DivergenceError) as err:
+        tdiff.verify(K.wide_grid_kernel, options=opts)
+    text = str(err.value)
+    assert "written by program 1023" in text and "of 1024 programs" not in text  # no sample: every program
 
 
 def test_atomics_under_sampling_fall_back_to_every_program():

@@ -31,6 +31,9 @@ class BackendSpec:
     # results Triton leaves unspecified (integer division by zero, ...): as the interpreter computes them
     # ("default") or another value ("alternate", for a verdict rerun; see backends.unspecified)
     unspecified: str = "default"
+    # the interpreter runs a launch's programs in batches where they agree (see execute.interpreter.batched),
+    # or, `interpreter:sequential`, one by one as Triton does
+    batched: bool = True
     slot: int = 0  # precompile: which of the compile workers runs it
     # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
     # (as Triton spells them), and an autotune config index that replaces the case's
@@ -93,6 +96,8 @@ class BackendSpec:
             parts.append("zero-fill")
         if self.unspecified != "default" and self.kind == "interpreter":
             parts.append("alt-unspecified")
+        if not self.batched and self.kind == "interpreter":
+            parts.append("sequential")
         if self.device:
             parts.append(self.device)
         return ":".join(parts)
@@ -199,6 +204,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["masked"] = "zero"
         elif opt == "alt-unspecified":
             out["unspecified"] = "alternate"
+        elif opt == "sequential":
+            out["batched"] = False
         elif opt == "cpu" or opt.startswith("cuda"):
             out["device"] = opt
         else:

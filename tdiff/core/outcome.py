@@ -199,6 +199,10 @@ class Trace:
     # `alternate`: the run gave those lanes another value
     unspecified: dict[str, int] = field(default_factory=dict)
     alternate: bool = False
+    # programs run in batches (see tdiff.execute.interpreter.batched); "reason at file:line: code" -> launches
+    # that ran program by program because a batch stopped there
+    batched: int = 0
+    unbatched: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

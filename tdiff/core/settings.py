@@ -50,6 +50,8 @@ class RunOptions:
     shrink_budget: float = 60.0
     verdict: bool = True
     sample_threshold: int = 64  # grids with more programs than this are sampled by the interpreter
+    # ... when it runs programs one by one; in batches (the default), grids up to this many run whole
+    batched_threshold: int = 4096
     sample_size: int = 8  # random programs interpreted besides first, last and mask-tail ones
     compile_budget: float = 30.0  # compile seconds per check on new combinations of classes (0: no limit)
     max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)

@@ -91,7 +91,8 @@ class CaseJudge:
             spec = spec.with_(check_pointers=self.check.check_pointers, masked=self.check.masked_loads)
             size = self.check.sample_programs if self.check.sample_programs is not None else self.options.sample_size
             if spec.programs is None and not spec.upcast and spec.sample is None and size > 0:
-                spec = spec.with_(sample=(self.options.sample_threshold, size, 0))
+                threshold = self.options.batched_threshold if spec.batched else self.options.sample_threshold
+                spec = spec.with_(sample=(threshold, size, 0))
         return spec
 
     def target(self) -> Any:
@@ -207,6 +208,8 @@ class CaseJudge:
                 r.lines_executable.setdefault(key, t.executable.get(key, frozenset()))
         for name in used:
             r.shims[name] += 1
+        for why in {w for o in ev.outcomes.values() if o.trace is not None for w in o.trace.unbatched}:
+            r.unbatched[why] += 1
         unpoisoned = [line for o in ev.outcomes.values() if o.trace is not None and not o.trace.poisoned
                       for line in o.trace.undefined]
         if unpoisoned and v.label != NOT_JUDGED:

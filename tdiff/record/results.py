@@ -42,6 +42,8 @@ class CheckResult:
     caveats: Counter = field(default_factory=Counter)  # cases that passed with a caveat, by kind
     caveat_examples: dict[str, str] = field(default_factory=dict)
     shims: Counter = field(default_factory=Counter)  # cases that needed each interpreter shim
+    # cases whose launches the interpreter ran program by program, by why a batch stopped ("reason at line")
+    unbatched: Counter = field(default_factory=Counter)
     divergences: list[Divergence] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     why: str = ""  # the note that failed (or errored) the check where no divergence did, e.g. a stale entry

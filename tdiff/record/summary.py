@@ -29,6 +29,7 @@ def record(result: Any) -> dict:
         "caveat_counts": dict(result.caveats),
         "caveat_examples": dict(result.caveat_examples),
         "shims": dict(result.shims),
+        "unbatched": dict(result.unbatched),
         "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
         "compiles": result.compiles,
         "compile_seconds": round(result.compile_seconds, 3),
@@ -91,6 +92,8 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
         lines.append(f"          passed with a caveat: {c}")
     for name, n in s["shims"].items():
         lines.append(f"          interpreter: worked around {name} in {n} case(s): {SHIMS.get(name, name)}")
+    for why, n in (s.get("unbatched") or {}).items():
+        lines.append(f"          interpreter: ran programs one by one in {n} case(s): a batch stopped: {why}")
     for text in s.get("never_ran") or ():
         lines.append(f"          kernel code no case ran: {text}")
     for text in s.get("spec_classes") or ():

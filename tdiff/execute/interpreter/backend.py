@@ -14,9 +14,12 @@ Beyond running the kernel, the instrumented interpreter
 
 from __future__ import annotations
 
+import os
 import random
 import time
+import traceback
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,13 +32,13 @@ from ...core import kernels, limitations
 from ...core.backend_spec import BackendSpec
 from ...core.case import Case, strided_index
 from ...core.outcome import ErrorInfo, Outcome
-from ..backends.base import Target, error_info
+from ..backends.base import Target, error_info, user_line_now
 from ..plan import LaunchPlan, capture_returned, deterministic_empty, grid3, launch_record, route_launches
-from . import coverage, shims
+from . import batched, coverage, shims, undo
 from .hooks import instrumented
 from .memory import Region
 from .scope import interpreting, rewritten
-from .session import InterpreterOptions, KernelRunError, Program, Session, all_programs, sample_programs
+from .session import InterpreterOptions, KernelRunError, Program, Session, all_programs, linear, sample_programs
 
 # ------------------------------------------------------------------ one launch
 
@@ -78,6 +81,17 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     elif s.options.order == "shuffled":
         random.Random(s.options.seed).shuffle(programs)
     s.grid = g
+    if not (s.options.batched and s.options.check_pointers and len(programs) > 1
+            and _batch(s, fn, host_args, constexprs, g, programs)):
+        _one_by_one(s, fn, host_args, constexprs, g, programs)
+    for dev, host in copy_back:
+        dev.copy_(host)
+    return None
+
+
+def _one_by_one(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str], g: Program,
+                programs: list[Program]) -> None:
+    """Run `programs` one after another (Triton's own way)."""
     builder = _interp.interpreter_builder
     with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings(), \
             shims.counting(s.trace.shims):
@@ -94,9 +108,90 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
             except Exception as exc:
                 raise KernelRunError(f"{type(exc).__name__}: {exc}", p) from exc
             s.trace.programs_run.append(p)
-    for dev, host in copy_back:
-        dev.copy_(host)
-    return None
+
+
+#: programs a batch runs at once (a launch runs in batches of at most this many, in launch order)
+BATCH = 256
+
+
+def _batch(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str], g: Program,
+           programs: list[Program]) -> bool:
+    """Run `programs` in batches (`batched`); where a branch or loop bound parts a batch's programs, the launch
+    is undone and run again with that batch split by its outcome. False, with the launch undone and the
+    reason counted in the trace, where a batch stopped for good (the caller then runs them one by one)."""
+    known = batched.known_unbatchable(fn)
+    if known is not None:
+        s.trace.unbatched[known] = s.trace.unbatched.get(known, 0) + 1
+        return False
+    saved = undo.Saved(s)
+    batches = [programs[i:i + BATCH] for i in range(0, len(programs), BATCH)]
+    s.batch_atomics = False
+    for _ in range(SPLITS + 1):
+        why, failed = _run_batches(s, fn, host_args, constexprs, g, batches)
+        if why is None:
+            s.trace.programs_run.extend(programs)
+            s.trace.batched += len(programs)
+            return True
+        saved.restore(s)
+        outcomes = failed.outcomes if isinstance(failed, batched.Unbatchable) else None
+        if outcomes is not None and s.batch_atomics:  # split batches would update atomically out of order
+            why += " (a kernel with atomics is not split)"
+            outcomes = None
+        if outcomes is None:
+            break
+        i, parts = failed.batch, []  # type: ignore[union-attr]
+        for label in range(int(outcomes.max()) + 1):
+            parts.append([p for p, o in zip(batches[i], outcomes) if o == label])
+        batches[i:i + 1] = [part for part in parts if part]
+    else:
+        why = f"{why} (split {SPLITS} times)"
+    if isinstance(failed, batched.Unbatchable):
+        batched.remember(fn, failed)
+    s.trace.unbatched[why] = s.trace.unbatched.get(why, 0) + 1
+    return False
+
+
+#: how many times a launch is run again with a batch split (by a branch or bound that parts its programs)
+SPLITS = 8
+
+
+def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str], g: Program,
+                 batches: list[list[Program]]) -> tuple[str | None, Exception | None]:
+    """Run each batch of programs in turn; (None, None), or why a batch stopped and its exception (an
+    `Unbatchable` carries the index of its batch as `batch`)."""
+    builder = _interp.interpreter_builder
+    try:
+        with interpreting(), instrumented(builder, s, batch=True), np.errstate(all="ignore"), \
+                warnings.catch_warnings(), shims.counting(s.trace.shims):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            run_fn = rewritten(fn)
+            args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
+            builder.set_grid_dim(*g)
+            for i, chunk in enumerate(batches):
+                n = len(chunk)
+                s.coords = np.array(chunk, dtype=np.int64)
+                s.batch = np.array([linear(p, g) for p in chunk], dtype=np.int32)
+                s.program = chunk[0]
+                s.edge, s.loaded = np.zeros(n), np.zeros(n)  # type: ignore[assignment]
+                builder.set_grid_idx(*chunk[0])
+                before = Counter(s.trace.shims)
+                try:
+                    run_fn(**args_cvt)
+                except batched.Unbatchable as exc:
+                    exc.batch = i  # type: ignore[attr-defined]
+                    raise
+                for k, v in list(s.trace.shims.items()):  # a batch's use of a shim stands for each program's
+                    s.trace.shims[k] = before.get(k, 0) + (v - before.get(k, 0)) * n
+    except batched.Unbatchable as exc:
+        return f"{exc.reason} at {exc.line}", exc
+    except Exception as exc:  # the sequential run raises it again for the program that raised it
+        if os.environ.get("TDIFF_BATCH_DEBUG"):
+            traceback.print_exc()
+        return f"{type(exc).__name__} in a batch at {user_line_now()}", exc
+    finally:
+        s.batch = s.coords = None
+        s.edge = s.loaded = 0.0
+    return None, None
 
 
 def _to_host(args: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[Any, Any]]]:
@@ -131,7 +226,8 @@ class InterpreterBackend:
         self.options = options or InterpreterOptions(order=self.spec.order,
                                                      check_pointers=self.spec.check_pointers,
                                                      poison=self.spec.masked == "undefined",
-                                                     alternate=self.spec.unspecified == "alternate")
+                                                     alternate=self.spec.unspecified == "alternate",
+                                                     batched=self.spec.batched)
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen

@@ -269,10 +269,11 @@ def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_
     return small if small.any() else None
 
 
-def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: float | None = None) -> bool:
+def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "",
+                above: float | None = None) -> np.ndarray | None:
     """An elementwise result: its error scale by first-order propagation, its precision, and where
-    an overflow (or an underflow of a product) damaged it. True where a result came to the limit
-    of its dtype's range (see `near_limit`)."""
+    an overflow (or an underflow of a product) damaged it. Returns the lanes where a result came to the
+    limit of its dtype's range (see `near_limit`), None where none did."""
     shape = np.shape(out.data)
     floats = [h for h in ins if isinstance(h, TensorHandle) and is_float(h)]
     out_vals = values(out)
@@ -305,7 +306,7 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "", above: fl
     if near is not None:
         ovf = near if ovf is None else ovf | near
     set_shadows(out, mag, ovf, eps)
-    return near is not None
+    return near
 
 
 def significand_eps(t: Any) -> float:
@@ -367,16 +368,18 @@ def edge_ratio(vals: np.ndarray, dtype: Any) -> float:
     """How far loaded values reach towards their dtype's limits: the largest |value| over the square
     root of the dtype's max (>= 1 where squaring or summing such values can overflow); inf for
     infinities."""
-    if vals.size == 0:
-        return 0.0
-    a = np.abs(vals[~np.isnan(vals)])
-    if a.size == 0:
-        return 0.0
-    top = float(a.max())
-    if not math.isfinite(top):
-        return math.inf
+    return float(edge_ratios(np.asarray(vals).reshape(1, -1), dtype)[0])
+
+
+def edge_ratios(rows: np.ndarray, dtype: Any, live: np.ndarray | None = None) -> np.ndarray:
+    """`edge_ratio` of each row's values (those where `live`), 0 for a row with none."""
+    keep = ~np.isnan(rows) if live is None else live & ~np.isnan(rows)
+    a = np.where(keep, np.abs(rows), 0.0)
+    top = a.max(axis=1) if a.shape[1] else np.zeros(a.shape[0])
     limit = dtype_max(dtype)
-    return top / math.sqrt(limit) if limit else 0.0
+    with np.errstate(invalid="ignore"):
+        ratio = top / math.sqrt(limit) if limit else np.zeros_like(top)
+    return np.where(np.isinf(top), math.inf, ratio)
 
 
 def dtype_max(t: Any) -> float:

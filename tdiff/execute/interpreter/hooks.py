@@ -16,7 +16,7 @@ from ... import compat
 from ...core import dtypes
 from ...core.outcome import Trace, UBEvent
 from ..backends.base import user_line_now
-from . import dataflow, fragile, libdevice, reductions, shims, undefined, unspecified
+from . import batched, dataflow, fragile, libdevice, reductions, shims, undefined, unspecified
 from .session import Session, full_mask
 
 TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "erf", "precise_sqrt")
@@ -41,9 +41,10 @@ def _shaped(x: np.ndarray | None, shape: tuple) -> np.ndarray | None:
 
 
 @contextlib.contextmanager
-def instrumented(builder: Any, session: Session) -> Iterator[None]:
-    """Wrap the interpreter's builder (and reductions) with `session`'s hooks for the body."""
-    changes = _install(builder, session)
+def instrumented(builder: Any, session: Session, batch: bool = False) -> Iterator[None]:
+    """Wrap the interpreter's builder (and reductions) with `session`'s hooks for the body; with `batch`,
+    over the layer that runs a batch of programs at once (`batched`; `session.batch` names them)."""
+    changes = _install(builder, session, batch)
     try:
         yield
     finally:
@@ -78,9 +79,10 @@ def _value_methods(cls: type) -> list[str]:
     return names
 
 
-def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
+def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[object, str, Any]]:
     """Set instance attributes on the interpreter's builder that wrap the class methods, layer by
-    layer (shims, then op tags and dataflow, then memory); and wrap reductions and scans.
+    layer (a batch's program axis, shims, then op tags and dataflow, then memory); and wrap reductions
+    and scans.
 
     Returns what it changed, as (object, attribute, previous value or _MISSING)."""
     changes: list[tuple[object, str, Any]] = []
@@ -96,13 +98,25 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     def current(name: str) -> Callable:
         return shims.current(builder, name)
 
+    # 0. a batch: every value carries a leading program axis (see `batched`)
+    if batch:
+        for name, fn in batched.builder_methods(lambda: session.coords).items():
+            if hasattr(builder, name):
+                put(builder, name, fn)
+        for name, value in batched.tensor_methods().items():
+            put(tl.core.tensor, name, value)
+        for mod in (tl, tl.core):
+            put(mod, "reduce", batched.reduce)
+            put(mod, "associative_scan", batched.scan)
+        put(_interp.ReduceScanOpInterface, "to_tensor", batched.to_tensor)
+
     # 1. shims: what the compiler accepts and the stock interpreter does not (a reproducer installs the same)
     shims.install_builder(builder, put, trace.shims, poison=session.options.poison)
     shims.install_reductions(_interp, put, trace.shims)
 
     # 1b. results Triton leaves unspecified: recorded (and, for a verdict rerun, changed)
-    def record(key: str, n: int) -> None:
-        trace.unspecified[key] = trace.unspecified.get(key, 0) + n
+    def record(key: str, lanes: np.ndarray) -> None:
+        trace.unspecified[key] = trace.unspecified.get(key, 0) + session.count(lanes)
 
     trace.alternate = session.options.alternate
     for name, fn in unspecified.hooks(current, record, session.options.alternate).items():
@@ -116,6 +130,13 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
     # 3. memory: bounds, writers, races, stored magnitudes
     for name, hook in _memory_hooks(current, session).items():
         put(builder, name, hook)
+    if batch:  # outermost: every layer under it sees one lane set per program
+        def seen() -> None:
+            session.batch_atomics = True
+
+        for name, fn in batched.access_methods(current, lambda: len(session.batch),  # type: ignore[arg-type]
+                                               seen).items():
+            put(builder, name, fn)
     # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
     session.other.install(put)
 
@@ -133,8 +154,9 @@ def _install(builder: Any, session: Session) -> list[tuple[object, str, Any]]:
 def _install_libdevice(put: Callable, session: Session) -> None:
     def after(h: Any, operands: list, rule: str) -> None:
         session.trace.ops.add("transcendental")
-        if dataflow.elementwise(h, operands, f"create_{rule}", session.above):
-            session.at_limit()
+        near = dataflow.elementwise(h, operands, f"create_{rule}", session.above)
+        if near is not None:
+            session.at_limit(near)
 
     def dispatch(name: str, *args: Any, **_: Any) -> Any:
         return libdevice.compute_libdevice(name, args, session.trace.shims, after)
@@ -169,9 +191,10 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
             fragile.carry_fragile(out, args)
         if pole is not None and len(args) > pole and isinstance(out, _interp.TensorHandle):
             fragile.near_pole(out, args[pole], session.close_allowance(args[pole]))
-        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
-                and dataflow.elementwise(out, args, name, session.above):
-            session.at_limit()
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
+            near = dataflow.elementwise(out, args, name, session.above)
+            if near is not None:
+                session.at_limit(near)
         return out
 
     return hook
@@ -189,6 +212,8 @@ def _check_cast(session: Session, src: Any, dst_type: Any, unsigned: bool) -> np
     if session.options.poison:  # a masked-out lane's poison, cast: not a result anything observed
         bad &= ~undefined.is_poison(data, src.dtype.scalar)
     if bad.any():
+        if session.batch is not None:  # reported program by program, as the sequential run does
+            batched.stop("a float-to-int cast of a value out of range (undefined)")
         ex = float(vals[bad].reshape(-1)[0])
         session.trace.ub.append(UBEvent(
             f"float-to-{'u' if unsigned else ''}int{bits} cast of a value out of range",
@@ -207,9 +232,10 @@ def _dot_hook(fn: Callable, session: Session) -> Callable:
             kind = "dot:lowp"
         session.trace.ops.add(kind)
         out = fn(a, b, d, input_precision, *rest, **kw)
-        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out) \
-                and reductions.dot(a, b, d, out, session.above):
-            session.at_limit()
+        if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
+            near = reductions.dot(a, b, d, out, session.above)
+            if near is not None:
+                session.at_limit(near)
         return out
 
     return create_dot
@@ -261,6 +287,9 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             mag = own if stored is None else np.maximum(own, _shaped(stored, own.shape))
             dataflow.set_shadows(out, mag, _shaped(ovf, own.shape))
             vals = dataflow.values(out)
+            if session.batch is not None:
+                _loaded_batch(session, vals, active, out.dtype.scalar)
+                return out
             live = vals if active is None else vals[_shaped(active, vals.shape)]
             session.edge = max(session.edge, dataflow.edge_ratio(live, out.dtype.scalar))
             finite = np.abs(live[np.isfinite(live)])
@@ -311,7 +340,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
                                                dataflow.type_eps(dataflow.scalar_type(val)), session.above)
                     if near is not None:
                         made |= near
-                        session.at_limit()
+                        session.at_limit(near)
                     ovf = made if ovf is None else ovf | made
             memory.store(session.pid, addrs, full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
                          session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
@@ -336,6 +365,18 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             "create_atomic_rmw": create_atomic_rmw, "create_atomic_cas": create_atomic_cas}
 
 
+def _loaded_batch(session: Session, vals: np.ndarray, active: np.ndarray | None, dtype: Any) -> None:
+    """A batch's load (one lane set per program): each program's input edge ratio and largest finite
+    loaded magnitude, as `create_masked_load` keeps them for one program."""
+    n = len(session.batch)  # type: ignore[arg-type]
+    rows = vals.reshape(n, -1)
+    live = None if active is None else np.broadcast_to(active, vals.shape).reshape(n, -1)
+    session.edge = np.maximum(session.edge, dataflow.edge_ratios(rows, dtype, live))
+    finite = np.isfinite(rows) if live is None else live & np.isfinite(rows)
+    top = np.where(finite, np.abs(rows), -1.0).max(axis=1) if rows.shape[1] else np.full(n, -1.0)
+    session.loaded = np.where(top >= 0, np.maximum(session.loaded, top), session.loaded)
+
+
 def _sync(trace: Trace, how: str) -> None:
     if how not in trace.sync:
         trace.sync.append(how)
@@ -357,7 +398,15 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
             out = inner(given if isinstance(input, tuple) else given[0], axis, combine_fn, *rest, **kw)
             made.append(out)
             outs = out if isinstance(out, tuple) else (out,)
-            _follow_reduction(session, given, outs, axis, keep_dims, combine_fn, scan)
+            if session.batch is None:
+                _follow_reduction(session, given, outs, axis, keep_dims, combine_fn, scan)
+            elif axis is None:  # a batch: each program's values reduced, past the program axis
+                _follow_reduction(session, tuple(_flattened(g) for g in given), outs, -1, keep_dims, combine_fn,
+                                  scan)
+            else:
+                ndim = len(given[0].shape)
+                _follow_reduction(session, given, outs, axis - ndim if axis >= 0 else axis, keep_dims, combine_fn,
+                                  scan)
             return outs
 
         # bf16 carried as bits: reduced on the values in fp32 and rounded back (shim)
@@ -380,8 +429,9 @@ def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep
     grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
         and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
     for i, o in zip(ins, outs):
-        if reductions.reduction(i, o, axis, keep_dims, grow, scan=scan, above=session.above):
-            session.at_limit()
+        near = reductions.reduction(i, o, axis, keep_dims, grow, scan=scan, above=session.above)
+        if near is not None:
+            session.at_limit(near)
     for o in outs:  # (an argmax's index depends on every input: each output on each input)
         for i in ins:
             fragile.reduce_fragile(i, o, axis, keep_dims, scan=scan)
@@ -390,6 +440,18 @@ def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep
         for o in outs:
             fragile.extreme_fragile(ins[0], o, axis, keep_dims, extreme == "max",
                                     session.close_allowance(ins[0].handle))
+
+
+def _flattened(t: Any) -> Any:
+    """A batched tensor's values flattened per program (a 1-D block each), its shadows alike."""
+    h = t.handle
+    d = np.asarray(h.data)
+    flat = _interp.TensorHandle(d.reshape(d.shape[0], -1), h.dtype)
+    for name, v in vars(h).items():
+        if name.startswith("_tdiff_"):
+            object.__setattr__(flat, name, v.reshape(d.shape[0], -1) if isinstance(v, np.ndarray)
+                               and v.shape == d.shape else v)
+    return tl.core.tensor(flat, tl.core.block_type(t.dtype, [int(np.prod(t.shape)) if t.shape else 1]))
 
 
 def _keep_shadows(new: Any, old: Any) -> None:

@@ -103,7 +103,8 @@ def compute_libdevice(name: str, args: tuple, used: Counter,
     h = TensorHandle(data, dt)
     if after is not None and not predicate:
         after(h, handles, rule)
-    ty = tl.block_type(dt, list(data.shape)) if data.ndim and like is not None and like.type.is_block() else dt
+    blocks = [tuple(t.type.shape) for t in tensors if t.type.is_block()]  # (the tl shape: a batch's data has
+    ty = tl.block_type(dt, list(np.broadcast_shapes(*blocks))) if blocks else dt  # a program axis besides)
     return tl.core.tensor(h, ty)
 
 

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.outcome import Race, Violation
+from .batched import stop
+
+#: a batch's programs, one per lane of an access: an int (one program) or an array over the access's lanes
+Programs = int | np.ndarray
 
 NOBODY = -1
 SEVERAL = -2  # more than one other program read the element
@@ -47,6 +51,7 @@ class Region:
     w: np.ndarray | None = None
     r1: np.ndarray | None = None
     r2: np.ndarray | None = None
+    aw: np.ndarray | None = None  # in batches: the last program that updated the element atomically
 
     @property
     def size(self) -> int:
@@ -87,7 +92,7 @@ class Memory:
         """A new launch: programs of earlier launches are ordered before it (no races across launches)."""
         self.launch = launch
         for r in self.regions:
-            r.w = r.r1 = r.r2 = None
+            r.w = r.r1 = r.r2 = r.aw = None
 
     # -- checks ------------------------------------------------------------
     def bad_lanes(self, addrs: np.ndarray, active: np.ndarray | None, itemsize: int) -> np.ndarray | None:
@@ -129,15 +134,18 @@ class Memory:
             yield Access(r, idx, lanes)
 
     # -- loads -------------------------------------------------------------
-    def load(self, program: int, addrs: np.ndarray, active: np.ndarray | None,
+    def load(self, program: int | np.ndarray, addrs: np.ndarray, active: np.ndarray | None,
              shape: tuple) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """Record a load; returns the stored magnitude, overflow and fragile shadows of the loaded
-        elements (zeros / None where nothing was stored by this run)."""
+        """Record a load by `program` (or a batch's programs, one per leading index of the access); returns
+        the stored magnitude, overflow and fragile shadows of the loaded elements (zeros / None where nothing
+        was stored by this run)."""
         mag = np.zeros(int(np.prod(shape, dtype=np.int64)))
         flags: dict[str, np.ndarray] = {}
+        per_lane = lane_programs(program, addrs.size)
         for a in self.split(addrs, active):
             r = a.region
             lanes = a.lanes if a.lanes is not None else slice(None)
+            program = per_lane if isinstance(per_lane, int) else per_lane[lanes]
             if r.mag is not None:
                 mag[lanes] = r.mag[a.idx]
             for attr in ("ovf", "fragile"):
@@ -153,19 +161,23 @@ class Memory:
         ovf, fragile = (flags[k].reshape(shape) if k in flags else None for k in ("ovf", "fragile"))
         return mag.reshape(shape), ovf, fragile
 
-    def _outside(self, r: Region, idx: np.ndarray, program: int) -> None:
+    def _outside(self, r: Region, idx: np.ndarray, program: Programs) -> None:
         """Record loads of storage elements that belong to no view of the input (padding, gaps, the
         other half of a split): memory that is not the kernel's input."""
         out = ~r.view[idx]  # type: ignore[index]
         if not out.any():
             return
+        if not isinstance(program, int):  # the first such read is reported as the sequential run finds it
+            stop("a read outside an input's view")
         hit = idx[out]
         if r.outside is None:
             r.outside = np.zeros(r.size, bool)
             r.outside_first = (int(hit[0]), program, self.line())
         r.outside[hit] = True
 
-    def _read(self, r: Region, idx: np.ndarray, program: int) -> None:
+    def _read(self, r: Region, idx: np.ndarray, program: Programs) -> None:
+        if not isinstance(program, int):
+            return self._read_batch(r, idx, program)
         if r.w is not None:
             w = r.w[idx]
             other = (w != NOBODY) & (w != program)
@@ -179,19 +191,50 @@ class Memory:
         r1[idx] = np.where(first == NOBODY, program, first)
         r2[idx] = np.where((first != NOBODY) & (first != program), program, r2[idx])
 
+    def _read_batch(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> None:
+        """A batch's read: any element another program of the launch wrote stops the batch (the order of
+        the programs decides what was read); the first and another reader of each element are kept."""
+        if r.w is not None:
+            w = r.w[idx]
+            if ((w != NOBODY) & (w != programs)).any():
+                stop("programs share an element one of them writes")
+        if r.aw is not None and ((r.aw[idx] != NOBODY) & (r.aw[idx] != programs)).any():
+            stop("a program reads an element another one updates atomically (the order of the programs decides "
+                 "what it reads)")
+        r1 = r.array("r1", NOBODY, np.int32)
+        r2 = r.array("r2", NOBODY, np.int32)
+        lo = np.full(r.size, np.iinfo(np.int32).max, np.int32)
+        hi = np.full(r.size, NOBODY, np.int32)
+        np.minimum.at(lo, idx, programs)
+        np.maximum.at(hi, idx, programs)
+        u = np.unique(idx)
+        first = np.where(r1[u] == NOBODY, lo[u], r1[u])
+        r1[u] = first
+        other = np.where(hi[u] != first, hi[u], np.where(lo[u] != first, lo[u], NOBODY))
+        r2[u] = np.where(r2[u] == NOBODY, other, r2[u])
+        return None
+
     # -- stores ------------------------------------------------------------
-    def store(self, program: int, addrs: np.ndarray, active: np.ndarray | None, mag: np.ndarray | None,
-              ovf: np.ndarray | None, edge: float, atomic: bool = False, eps: float = 0.0,
-              loaded: float = 0.0, fragile: np.ndarray | None = None) -> None:
-        """Record a plain (or atomic) store of values with these shadows (shaped like the access)."""
+    def store(self, program: int | np.ndarray, addrs: np.ndarray, active: np.ndarray | None,
+              mag: np.ndarray | None, ovf: np.ndarray | None, edge: float | np.ndarray, atomic: bool = False,
+              eps: float = 0.0, loaded: float | np.ndarray = 0.0, fragile: np.ndarray | None = None) -> None:
+        """Record a plain (or atomic) store of values with these shadows (shaped like the access) by
+        `program`, whose inputs reached `edge` and `loaded`; or by a batch's programs (arrays of them, and
+        of their `edge` and `loaded`, one per leading index of the access)."""
         mflat = None if mag is None else np.broadcast_to(mag, addrs.shape).reshape(-1)
         oflat = None if ovf is None else np.broadcast_to(ovf, addrs.shape).reshape(-1)
         fflat = None if fragile is None else np.broadcast_to(fragile, addrs.shape).reshape(-1)
+        per_lane = lane_programs(program, addrs.size)
+        edge_lanes, loaded_lanes = lane_programs(edge, addrs.size), lane_programs(loaded, addrs.size)
         for a in self.split(addrs, active):
             r = a.region
             r.eps = max(r.eps, eps)
             lanes = a.lanes if a.lanes is not None else slice(None)
+            if not isinstance(per_lane, int):
+                program, edge, loaded = per_lane[lanes], edge_lanes[lanes], loaded_lanes[lanes]
             writers = r.array("writers", NOBODY, np.int32)
+            if atomic and not isinstance(program, int):
+                self._atomic_batch(r, a.idx, program)
             if not atomic:
                 prev = writers[a.idx]
                 r.conflicts += int(np.count_nonzero((prev != program) & (prev != NOBODY)))
@@ -220,7 +263,9 @@ class Memory:
                 else:
                     flags[a.idx] = got
 
-    def _write(self, r: Region, idx: np.ndarray, program: int) -> None:
+    def _write(self, r: Region, idx: np.ndarray, program: Programs) -> None:
+        if not isinstance(program, int):
+            return self._write_batch(r, idx, program)
         w = r.array("w", NOBODY, np.int32)
         prev = w[idx]
         other = (prev != NOBODY) & (prev != program)
@@ -239,12 +284,57 @@ class Memory:
                            int(np.count_nonzero(hit)))
         w[idx] = program
 
+    def _write_batch(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> None:
+        """A batch's plain write: an element another program of the launch wrote or read, or that two of
+        the batch's programs write, stops the batch (a race: the sequential run reports it)."""
+        w = r.array("w", NOBODY, np.int32)
+        prev = w[idx]
+        if ((prev != NOBODY) & (prev != programs)).any():
+            stop("programs share an element one of them writes")
+        if r.aw is not None and ((r.aw[idx] != NOBODY) & (r.aw[idx] != programs)).any():
+            stop("programs share an element one of them updates atomically")
+        if r.r1 is not None:
+            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
+            if (((r1 != NOBODY) & (r1 != programs)) | ((r2 != NOBODY) & (r2 != programs))).any():
+                stop("programs share an element one of them writes")
+        if idx.size > 1:
+            order = np.argsort(idx, kind="stable")
+            si, sp = idx[order], programs[order]
+            if ((si[1:] == si[:-1]) & (sp[1:] != sp[:-1])).any():
+                stop("programs share an element one of them writes")
+        w[idx] = programs
+        return None
+
+    def _atomic_batch(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> None:
+        """A batch's atomic update (its lanes in launch order, as one program after another would make them):
+        it stops where the element's updates would come in another order than program by program (a later
+        program updated it at an earlier operation), or another program read or wrote it plainly."""
+        aw = r.array("aw", NOBODY, np.int32)
+        if (aw[idx] > programs).any():
+            stop("atomic updates of an element in another order than program by program")
+        if r.w is not None and ((r.w[idx] != NOBODY) & (r.w[idx] != programs)).any():
+            stop("programs share an element one of them updates atomically")
+        if r.r1 is not None:
+            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
+            if (((r1 != NOBODY) & (r1 != programs)) | ((r2 != NOBODY) & (r2 != programs))).any():
+                stop("a program reads an element another one updates atomically (the order of the programs "
+                     "decides what it reads)")
+        np.maximum.at(aw, idx, programs)
+
     def _race(self, r: Region, what: str, index: int, first: int, second: int, count: int) -> None:
         for race in self.races:
             if race.target == r.name and race.kind == what and race.launch == self.launch:
                 race.count += count
                 return
         self.races.append(Race(r.name, what, index, first, second, self.launch, count, self.line()))
+
+
+def lane_programs(values: int | float | np.ndarray, lanes: int) -> int | float | np.ndarray:
+    """A per-program value (`values[i]` for the batch's i-th program) for each lane of an access of
+    `lanes` lanes whose leading axis runs over the batch's programs; a single program's value as it is."""
+    if not isinstance(values, np.ndarray):
+        return values
+    return np.repeat(values, lanes // max(len(values), 1))
 
 
 def violation(op: str, program: tuple[int, int, int], addrs: np.ndarray, bad: np.ndarray, where: str,

@@ -32,7 +32,8 @@ from .dataflow import (
 from .fragile import fragile_of, set_fragile
 
 
-def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, above: float | None = None) -> bool:
+def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
+        above: float | None = None) -> np.ndarray | None:
     """`tl.dot`: each output sums K products a_ik * b_kj, each with error scale M_a |b| + M_b |a|; the
     largest, grown by sqrt(K), is added in quadrature to the accumulator's (so a K loop of dots grows
     as one long dot)."""
@@ -89,16 +90,16 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle, ab
     if new.any():
         ovf = new if ovf is None else ovf | new
     set_shadows(out, mag, ovf, eps)
-    return near is not None
+    return near
 
 
 def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow: bool, scan: bool = False,
-              above: float | None = None) -> bool:
+              above: float | None = None) -> np.ndarray | None:
     """`tl.reduce` / `tl.associative_scan` of one tensor: the largest input error scale along the
     axis (grown by sqrt(n) for sums), and any overflow along it."""
     hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
     if not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi) and is_float(ho)):
-        return False
+        return None
     m, o = mag_of(hi), ovf_of(hi)
     vals = values(hi)
     shape = np.shape(ho.data)
@@ -140,7 +141,7 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
     if new is not None and new.any():
         ovf = new if ovf is None else ovf | new
     set_shadows(ho, mag, ovf, eps)
-    return near is not None
+    return near
 
 
 def _finite_overflow(vals: np.ndarray, along: Callable, out_t: Any, above: float | None) -> np.ndarray | None:

@@ -15,7 +15,7 @@ import triton.language as tl
 from ...core.outcome import Trace
 from ..backends.base import user_line_now
 from ..plan import LaunchPlan, LiveArgs
-from . import dataflow, undefined
+from . import batched, dataflow, undefined
 from .memory import Memory, Region, violation
 
 Program = tuple[int, int, int]
@@ -38,6 +38,7 @@ class InterpreterOptions:
     record_stores: bool = True
     poison: bool = True  # fill masked-out lanes of a load without other= with a poison value (`undefined`)
     alternate: bool = False  # give lanes whose result Triton leaves unspecified another value (`unspecified`)
+    batched: bool = True  # run a launch's programs together where they agree (`batched`), else one by one
 
 
 def all_programs(grid: Program) -> list[Program]:
@@ -97,6 +98,11 @@ class Session:
     loaded: float = 0.0  # the running program's largest finite loaded magnitude
     above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
     other: undefined.OtherGiven = field(default_factory=undefined.OtherGiven)  # the load being built got other=
+    # while a batch of programs runs (`batched`): their linear ids in launch order; `edge` and `loaded` are then
+    # arrays over them
+    batch: np.ndarray | None = None
+    coords: np.ndarray | None = None  # and their (x, y, z), one row each
+    batch_atomics: bool = False  # a batch of this launch made atomic updates (its batches keep launch order)
 
     def __post_init__(self) -> None:
         # allocations on a GPU are copied to the host per launch: only those host copies are valid memory
@@ -106,9 +112,31 @@ class Session:
                                                   buffer=alloc.buffer.data_ptr(), view=alloc.arg.in_view()))
         self.memory.line = user_line_now
 
-    def at_limit(self) -> None:
-        """The running program computed a value at the limit of its dtype's range."""
-        self.edge = max(self.edge, 1.0)
+    def at_limit(self, lanes: np.ndarray | None = None) -> None:
+        """The running program (in a batch: the programs owning `lanes`, or all where the value is the same
+        for every program) computed a value at the limit of its dtype's range."""
+        if self.batch is None:
+            self.edge = max(self.edge, 1.0)
+        else:
+            self.edge = np.maximum(self.edge, np.where(self.owners(lanes), 1.0, 0.0))
+
+    def count(self, lanes: np.ndarray) -> int:
+        """How many lanes of `lanes` are true over the running programs: in a batch, a value the same for
+        every program (no program axis of the batch's length) counts once per program."""
+        n = int(np.count_nonzero(lanes))
+        if self.batch is None or len(self.batch) == 1:
+            return n
+        a = np.asarray(lanes)
+        return n if a.ndim >= 2 and a.shape[0] == len(self.batch) else n * len(self.batch)
+
+    def owners(self, lanes: np.ndarray | None) -> np.ndarray:
+        """Which of the batch's programs hold a true lane of `lanes` (a value with a leading program axis;
+        a value the same for every program, or None, is held by all)."""
+        n = len(self.batch)  # type: ignore[arg-type]
+        a = None if lanes is None else np.asarray(lanes)
+        if a is None or a.ndim == 0 or a.shape[0] != n or (a.ndim == 1 and n > 1 and a.size == 1):
+            return np.full(n, True if a is None else bool(np.any(a)))
+        return a.reshape(n, -1).any(axis=1)
 
     def close_allowance(self, operand: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
         """How far apart two compared values of `operand`'s type may be and still compare either way on
@@ -130,8 +158,9 @@ class Session:
         return self.memory.regions
 
     @property
-    def pid(self) -> int:
-        return linear(self.program, self.grid)
+    def pid(self) -> int | np.ndarray:
+        """The running program's linear id; in a batch, its programs' ids."""
+        return linear(self.program, self.grid) if self.batch is None else self.batch
 
     def add_launch_tensor(self, t: torch.Tensor, label: str) -> None:
         self.add_launch_storage(t.untyped_storage(), label, t.element_size())
@@ -158,6 +187,8 @@ class Session:
         bad = self.memory.bad_lanes(addrs, active, itemsize)
         if bad is None:
             return None
+        if self.batch is not None:  # reported program by program, as the sequential run does
+            batched.stop("an access outside every allocation")
         first = int(addrs[bad].reshape(-1)[0])
         self.trace.violations.append(violation(op, self.program, addrs, bad, self.locate(first), user_line_now()))
         return (np.ones(addrs.shape, bool) if active is None else active) & ~bad

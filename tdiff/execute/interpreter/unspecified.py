@@ -70,7 +70,7 @@ def alternate(out: np.ndarray, bad: np.ndarray, name: str) -> np.ndarray:
     return np.where(bad, ~out, out).astype(out.dtype)
 
 
-def hooks(current: Callable[[str], Callable], record: Callable[[str, int], None],
+def hooks(current: Callable[[str], Callable], record: Callable[[str, np.ndarray], None],
           alternative: bool) -> dict[str, Callable]:
     """Builder methods that record unspecified lanes (and, with `alternative`, change them)."""
     out: dict[str, Callable] = {}
@@ -79,7 +79,7 @@ def hooks(current: Callable[[str], Callable], record: Callable[[str, int], None]
     return out
 
 
-def _hook(name: str, fn: Callable, record: Callable[[str, int], None], alternative: bool) -> Callable:
+def _hook(name: str, fn: Callable, record: Callable[[str, np.ndarray], None], alternative: bool) -> Callable:
     def hook(lhs: Any, rhs: Any, *rest: Any, **kw: Any) -> Any:
         res = fn(lhs, rhs, *rest, **kw)
         data = np.asarray(res.data)
@@ -87,7 +87,7 @@ def _hook(name: str, fn: Callable, record: Callable[[str, int], None], alternati
         if found is None:
             return res
         what, bad = found
-        record(f"{what} at {user_line_now()}", int(bad.sum()))
+        record(f"{what} at {user_line_now()}", bad)
         if alternative:
             return TensorHandle(alternate(data, bad, name), res.dtype)
         return res

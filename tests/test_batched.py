@@ -1,0 +1,135 @@
+"""The batched interpreter: identical to program by program (bit for bit, finding for finding) on the bundled
+suites and tdiff's hostile kernels; whole grids, so a stray program a sample would skip is found; and every
+batch that stops is named with its line."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from tdiff.core.backend_spec import BackendSpec
+from tdiff.core.case import Case
+from tdiff.declaration import declared_in
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.judge import integrity
+from tdiff.strategies import tensor_arg
+from tests import batched_kernels as B
+from tests.batched_equality import both, differences, draw_cases
+
+#: the differential subset CI runs (bench/batched_equal.py runs every suite)
+SUBSET = ["suites.softmax", "suites.layer_norm", "suites.matmul", "suites.flash_attention", "suites.rotary",
+          "suites.cross_entropy", "suites.quantize", "suites.device_fn", "suites.atomic_sum",
+          "suites.semantics.reductions", "suites.semantics.conversions", "suites.semantics.minmax"]
+
+
+def _checks() -> list:
+    out = []
+    for name in SUBSET:
+        importlib.import_module(name)
+        out += declared_in(name)
+    return out
+
+
+@pytest.mark.parametrize("check", _checks(), ids=lambda c: c.id)
+def test_batched_equals_program_by_program(check):
+    for i, case in enumerate(draw_cases(check, 3, at=1)):
+        one, many = both(check, case)
+        assert differences(one, many) == [], f"case {i}: {case.describe()}"
+
+
+def test_hostile_kernels_batched_equal_program_by_program():
+    from tests import kernels as K
+    for name in ("double_kernel", "masked_tail_bug", "race_kernel", "wide_grid_kernel", "alignment_bug",
+                 "row_stride_bug", "far_write_kernel", "cast_kernel"):
+        check = getattr(K, name).__tdiff_checks__[0]
+        for case in draw_cases(check, 2):
+            one, many = both(check, case)
+            assert differences(one, many) == [], name
+
+
+def _stray(mode: int):
+    check = B.stray_kernel.__tdiff_checks__[mode]
+    t = B.stray_case()
+    case = Case({"x": tensor_arg(t["x"]), "out": tensor_arg(t["out"], layout="sliced")})
+    spec = BackendSpec("interpreter", sample=(4096, 8, 0))  # as a run samples: whole grids up to 4096 programs
+    sampled = BackendSpec("interpreter", batched=False, sample=(64, 8, 0))  # program by program: a sample
+    return check, case, InterpreterBackend(spec).run(check, case), InterpreterBackend(sampled).run(check, case)
+
+
+def test_whole_grid_finds_an_out_of_bounds_load_a_sample_skips():
+    _, _, whole, sampled = _stray(0)
+    assert (B.STRAY, 0, 0) not in sampled.trace.programs_run and not sampled.trace.violations
+    assert [v.program for v in whole.trace.violations] == [(B.STRAY, 0, 0)]
+    assert "x += tl.load(x_ptr + offs + far" in whole.trace.violations[0].line
+    # found by the batch, reported by the program-by-program run it fell back to, with its line
+    assert any("outside every allocation" in why for why in whole.trace.unbatched)
+
+
+def test_whole_grid_finds_a_race_a_sample_skips():
+    _, _, whole, sampled = _stray(1)
+    assert not sampled.trace.races
+    race = whole.trace.races[0]
+    assert (race.first, race.second) == (B.STRAY, B.STRAY + 1) or {race.first, race.second} == {B.STRAY,
+                                                                                               B.STRAY + 1}
+    assert any(why.startswith("programs share an element") for why in whole.trace.unbatched)
+
+
+def test_whole_grid_finds_a_write_outside_a_view_a_sample_skips():
+    _, case, whole, sampled = _stray(2)
+    assert not [f for f in integrity.check(sampled, case, "stray", runs_kernel=True).findings
+                if f.kind == integrity.GAP]
+    gap = [f for f in integrity.check(whole, case, "stray", runs_kernel=True).findings if f.kind == integrity.GAP]
+    assert gap and "outside its view" in gap[0].message
+    assert whole.trace.batched == 1024 and not whole.trace.unbatched  # no fallback: a plain store
+
+
+def test_a_branch_that_parts_programs_splits_the_batch():
+    from suites import flash_attention
+    check = declared_in(flash_attention.__name__)[0]
+    wide = 0
+    for case in draw_cases(check, 6, at=1):
+        one, many = both(check, case)
+        assert differences(one, many) == []
+        assert not many.trace.unbatched  # split by the causal loop's bound, not fallen back
+        if len(many.trace.programs_run) > 1:
+            wide += 1
+            assert many.trace.batched == len(many.trace.programs_run)
+    assert wide
+
+
+def test_a_stopped_batch_is_named_with_its_line_and_counted_in_the_summary():
+    from tdiff.record.results import CheckResult
+    from tdiff.record.summary import check_lines, record
+    check = B.swap_kernel.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.arange(64, dtype=torch.float32))})
+    one, many = both(check, case)
+    assert differences(one, many) == []
+    (why,) = many.trace.unbatched
+    assert why.startswith("atomic_xchg at tests/batched_kernels.py:") and "tl.atomic_xchg" in why
+    r = CheckResult(check.id, check.item_name, ("interpreter",))
+    r.unbatched[why] += 1
+    assert any("ran programs one by one in 1 case(s): a batch stopped: atomic_xchg at" in line
+               for line in check_lines(record(r)))
+
+
+def test_atomic_updates_run_in_launch_order_within_a_batch():
+    from suites import atomic_sum
+    check = declared_in(atomic_sum.__name__)[0]
+    wide = 0
+    for case in draw_cases(check, 4, at=2):
+        one, many = both(check, case)
+        assert differences(one, many) == []  # the same float sum, bit for bit
+        if len(many.trace.programs_run) > 1:
+            wide += 1
+            assert many.trace.batched == len(many.trace.programs_run) and not many.trace.unbatched
+    assert wide
+
+
+def test_sequential_is_a_backend_value():
+    spec = BackendSpec.parse("interpreter:sequential")
+    assert spec.batched is False and spec.label == "interpreter:sequential"
+    assert BackendSpec.parse("interpreter").batched is True
+    assert np.array_equal(np.arange(3), np.arange(3))

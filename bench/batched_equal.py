@@ -1,7 +1,7 @@
 """The batched interpreter against program by program on every check of the suites: the same cases run
 both ways must give identical results bit for bit and identical findings (`tests/batched_equality.py`).
 
-    python bench/batched_equal.py [--suites bundled,semantics,liger,flaggems] [--examples 5] [--seed 0]
+    python bench/batched_equal.py [--suites bundled,semantics,liger,flaggems,mutants] [--examples 5] [--seed 0]
 
 Prints one line per check (cases, seconds each way, programs batched, fallbacks) and every difference;
 exits 1 if there was one."""
@@ -17,17 +17,19 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[0] = str(ROOT)  # (not bench/: its bench.py would shadow the bench package)
 
 from tdiff.declaration import declared_in  # noqa: E402
 from tests.batched_equality import both, differences, draw_cases  # noqa: E402
 
 GROUPS = {"bundled": "suites", "semantics": "suites.semantics", "liger": "suites.liger",
-          "flaggems": "suites.flaggems"}
+          "flaggems": "suites.flaggems", "mutants": "bench.power_mutants"}
 
 
 def modules(group: str) -> list[str]:
     pkg = importlib.import_module(GROUPS[group])
+    if not hasattr(pkg, "__path__"):  # a module (the power benchmark's mutants)
+        return [pkg.__name__]
     names = [f"{pkg.__name__}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
              if not m.ispkg and not m.name.startswith("_")]
     return sorted(names)
@@ -35,7 +37,7 @@ def modules(group: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--suites", default="bundled,semantics,liger,flaggems")
+    ap.add_argument("--suites", default="bundled,semantics,liger,flaggems,mutants")
     ap.add_argument("--examples", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="run checks whose id contains this")

@@ -60,6 +60,9 @@ def differences(one: Outcome, many: Outcome) -> list[str]:
             out.append(f"storage {name}: bytes differ")
     if not _same(one.returned, many.returned):
         out.append("returned values differ")
+    if many.trace is not None and one.error is None:  # a batch that raised where no program did is a bug of
+        # the batched path (it fell back, which hid it)
+        out += [f"a batch raised: {why}" for why in many.trace.unbatched if " in a batch at " in why]
     if one.trace is None or many.trace is None:
         if (one.trace is None) != (many.trace is None):
             out.append("one run has no trace")
@@ -82,8 +85,9 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if dataclasses.is_dataclass(a) and dataclasses.is_dataclass(b):
-        # (an address outside every allocation is wherever the run's memory is not: it differs run to run)
-        loose = {"address"} if getattr(a, "where", None) == "outside every allocation" else set()
+        # (an access's address is where that run's memory lies, which differs run to run: `where` says it
+        # relative to the allocations)
+        loose = {"address"} if hasattr(a, "where") and hasattr(a, "address") else set()
         return type(a) is type(b) and all(_same(getattr(a, f.name), getattr(b, f.name))
                                           for f in dataclasses.fields(a) if f.name not in loose)
     if isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b):

@@ -19,6 +19,8 @@ from tdiff.strategies import tensor_arg
 from tests import batched_kernels as B
 from tests.batched_equality import both, differences, draw_cases
 
+pytestmark = pytest.mark.triton_matrix  # CI runs these under every allowed Triton minor
+
 #: the differential subset CI runs (bench/batched_equal.py runs every suite)
 SUBSET = ["suites.softmax", "suites.layer_norm", "suites.matmul", "suites.flash_attention", "suites.rotary",
           "suites.cross_entropy", "suites.quantize", "suites.device_fn", "suites.atomic_sum",
@@ -133,3 +135,22 @@ def test_sequential_is_a_backend_value():
     assert spec.batched is False and spec.label == "interpreter:sequential"
     assert BackendSpec.parse("interpreter").batched is True
     assert np.array_equal(np.arange(3), np.arange(3))
+
+
+#: real-suite checks the differential test runs where liger-kernel is installed (bench/batched_equal.py: all)
+REAL = ["_rms_norm_forward_kernel[forward]", "_block_rms_norm_forward_kernel[forward]",
+        "liger_cross_entropy_kernel[forward]", "_group_norm_backward_kernel[backward]", "_jsd_kernel[forward]",
+        "_layer_norm_backward_kernel[backward]", "_geglu_tanh_forward_kernel[forward]"]
+
+
+def test_real_suite_kernels_batched_equal_program_by_program():
+    pytest.importorskip("liger_kernel")
+    for name in ("rms_norm", "cross_entropy", "group_norm", "jsd", "layer_norm", "geglu"):
+        importlib.import_module(f"suites.liger.{name}")
+    checks = [c for name in ("rms_norm", "cross_entropy", "group_norm", "jsd", "layer_norm", "geglu")
+              for c in declared_in(f"suites.liger.{name}") if any(c.id.endswith(r) for r in REAL)]
+    assert len(checks) == len(REAL)
+    for check in checks:
+        for i, case in enumerate(draw_cases(check, 2, at=3)):
+            one, many = both(check, case)
+            assert differences(one, many) == [], f"{check.id} case {i}: {case.describe()}"

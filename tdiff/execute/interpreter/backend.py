@@ -124,7 +124,9 @@ def _batch(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str],
         s.trace.unbatched[known] = s.trace.unbatched.get(known, 0) + 1
         return False
     saved = undo.Saved(s)
-    batches = [programs[i:i + BATCH] for i in range(0, len(programs), BATCH)]
+    # the first program runs alone: a comparison's tolerance follows the operations run so far (`Session.
+    # close_allowance`), which for every later program, one by one, include the whole first program's
+    batches = [programs[:1]] + [programs[i:i + BATCH] for i in range(1, len(programs), BATCH)]
     s.batch_atomics = False
     for _ in range(SPLITS + 1):
         why, failed = _run_batches(s, fn, host_args, constexprs, g, batches)

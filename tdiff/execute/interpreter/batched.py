@@ -104,7 +104,7 @@ def builder_methods(coords: Callable[[], np.ndarray]) -> dict[str, Callable]:
         return TensorHandle(np.ascontiguousarray(c[:, axis].reshape(len(c), 1).astype(np.int32)), tl.int32)
 
     def create_splat(ret_ty: Any, arg: TensorHandle) -> TensorHandle:
-        shape = tuple(ret_ty.shape)
+        shape = tuple(int(getattr(d, "value", d)) for d in ret_ty.shape)
         vals = _scalar_values(arg.data).astype(_np_dtype(arg.dtype), copy=False)
         out = np.empty((len(vals),) + shape, dtype=vals.dtype)
         out[...] = vals.reshape((len(vals),) + (1,) * len(shape))
@@ -184,7 +184,7 @@ def access_methods(current: Callable[[str], Callable], size: Callable[[], int],
             if np.shape(h.data) == full:
                 out.append(h)
             else:
-                wide = TensorHandle(np.ascontiguousarray(np.broadcast_to(shaped[k], full)), h.dtype)
+                wide = TensorHandle(np.array(np.broadcast_to(shaped[k], full), order="C"), h.dtype)  # (writable)
                 for name, v in vars(h).items():  # tdiff's shadows (dataflow, fragile) widen with the values
                     if name.startswith("_tdiff_"):
                         if isinstance(v, np.ndarray) and v.shape == np.shape(h.data):
@@ -241,7 +241,7 @@ def tensor_methods() -> dict[str, Any]:
     the batch, or the batch stops; and `.T`, which keeps the program axis first."""
 
     def __bool__(self: Any) -> bool:
-        if isinstance(self.type, tl.block_type) and int(np.prod(self.type.shape)) != 1:
+        if isinstance(self.type, tl.block_type) and _numel(shape_of(self.type)) != 1:
             return True  # as Triton's interpreter: only (1-element) scalars convert to booleans
         return bool(_uniform_scalar(self, "bool"))
 
@@ -252,7 +252,7 @@ def tensor_methods() -> dict[str, Any]:
         d = self.handle.data
         perm = (0,) + tuple(range(1, d.ndim - 2)) + (d.ndim - 1, d.ndim - 2)
         handle = TensorHandle(np.transpose(d, perm), self.handle.dtype)
-        shape = list(self.type.shape)
+        shape = list(shape_of(self.type))
         shape[-1], shape[-2] = shape[-2], shape[-1]
         return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
 
@@ -261,12 +261,22 @@ def tensor_methods() -> dict[str, Any]:
 
 # ------------------------------------------------------------------ reductions and scans
 
-def to_tensor(self: Any, ret: Any, dtype: Any) -> Any:
+def to_tensor_for(original: Callable) -> Callable:
     """`ReduceScanOpInterface.to_tensor` for batched data: the values in the dtype, under the scalar type
-    (`reduce` and `scan` give each result its tl shape, which the data's program axis is not part of)."""
-    np_dtype = _np_dtype(dtype)
-    data = np.asarray(ret).astype(np_dtype) if getattr(ret, "shape", ()) else np.array([ret]).astype(np_dtype)
-    return tl.core.tensor(TensorHandle(data, dtype.scalar), dtype)
+    (`reduce` and `scan` give each result its tl shape, which the data's program axis is not part of). Where a
+    program's result is a scalar (data of one axis: the programs), each value goes through Triton's own
+    `original` conversion of a scalar, so that one it rejects (an integer out of range) is rejected here too."""
+
+    def to_tensor(self: Any, ret: Any, dtype: Any) -> Any:
+        np_dtype = _np_dtype(dtype)
+        data = np.asarray(ret)
+        if data.ndim == 1 and data.size and data.dtype.kind in "iu":
+            for extreme in (data.min(), data.max()):  # (a range check: its extremes decide)
+                original(self, extreme, dtype)
+        data = data.astype(np_dtype) if data.ndim else np.array([ret]).astype(np_dtype)
+        return tl.core.tensor(TensorHandle(data, dtype.scalar), dtype)
+
+    return to_tensor
 
 
 def _tl_type(dtype: Any, shape: tuple[int, ...]) -> Any:
@@ -281,10 +291,22 @@ def _wrap(data: np.ndarray, dtype: Any, shape: tuple[int, ...]) -> Any:
                                        dtype.scalar if hasattr(dtype, "scalar") else dtype), _tl_type(dtype, shape))
 
 
+def shape_of(t: Any) -> tuple[int, ...]:
+    """A tensor's tl shape as ints (Triton 3.6 and older hold constexprs)."""
+    return tuple(int(getattr(d, "value", d)) for d in t.shape)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
 def _flat(t: Any) -> Any:
     d = t.handle.data
     return tl.core.tensor(TensorHandle(d.reshape(d.shape[0], -1), t.handle.dtype),
-                          _tl_type(t.dtype, (int(np.prod(t.shape)) if t.shape else 1,)))
+                          _tl_type(t.dtype, (_numel(shape_of(t)),)))
 
 
 _KNOWN_REDUCE = None
@@ -305,14 +327,14 @@ def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw
     """`tl.reduce` on batched tensors: the interpreter's own numpy reductions on the axis past the program
     axis, and any other combine function folded along the axis in the interpreter's order."""
     ins = input if isinstance(input, tuple) else (input,)
-    shape = tuple(ins[0].shape)
+    shape = shape_of(ins[0])
     if axis is None:
         ins = tuple(_flat(t) for t in ins)
         a, kept = 0, (1,) * len(shape) if keep_dims else ()
     else:
         a = int(axis) % max(len(shape), 1)
         kept = shape[:a] + ((1,) if keep_dims else ()) + shape[a + 1:]
-    ndim = len(ins[0].shape)
+    ndim = len(shape_of(ins[0]))
     if _known_reduce(combine_fn):
         outs = _interp.ReduceOps(a - ndim, combine_fn, keep_dims and axis is not None).apply(ins)
     else:
@@ -324,7 +346,7 @@ def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw
 def scan(input: Any, axis: int, combine_fn: Any, reverse: bool = False, **kwargs: Any) -> Any:
     """`tl.associative_scan` on batched tensors, as `reduce`."""
     ins = input if isinstance(input, tuple) else (input,)
-    shape = tuple(ins[0].shape)
+    shape = shape_of(ins[0])
     a = int(axis) % max(len(shape), 1)
     if combine_fn is tl.standard._sum_combine or combine_fn is getattr(tl.standard, "_prod_combine", None):
         outs = _interp.ScanOps(a - len(shape), combine_fn, reverse).apply(ins)
@@ -365,7 +387,7 @@ def _fold(ins: tuple, a: int, combine_fn: Any, scan: bool) -> tuple:
         arrs = [np.asarray(s[j].handle.data).reshape((-1,) + rest) for s in steps]
         n = max(x.shape[0] for x in arrs)
         stacked = np.stack([np.broadcast_to(x, (n,) + rest) for x in arrs])  # (length, programs, rest...)
-        outs.append(_wrap(np.moveaxis(stacked, 0, a + 1), dtypes[j], tuple(t.shape)))
+        outs.append(_wrap(np.moveaxis(stacked, 0, a + 1), dtypes[j], shape_of(t)))
     return tuple(outs)
 
 

@@ -108,7 +108,7 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
         for mod in (tl, tl.core):
             put(mod, "reduce", batched.reduce)
             put(mod, "associative_scan", batched.scan)
-        put(_interp.ReduceScanOpInterface, "to_tensor", batched.to_tensor)
+        put(_interp.ReduceScanOpInterface, "to_tensor", batched.to_tensor_for(_interp.ReduceScanOpInterface.to_tensor))
 
     # 1. shims: what the compiler accepts and the stock interpreter does not (a reproducer installs the same)
     shims.install_builder(builder, put, trace.shims, poison=session.options.poison)
@@ -404,7 +404,7 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
                 _follow_reduction(session, tuple(_flattened(g) for g in given), outs, -1, keep_dims, combine_fn,
                                   scan)
             else:
-                ndim = len(given[0].shape)
+                ndim = len(batched.shape_of(given[0]))
                 _follow_reduction(session, given, outs, axis - ndim if axis >= 0 else axis, keep_dims, combine_fn,
                                   scan)
             return outs
@@ -451,7 +451,10 @@ def _flattened(t: Any) -> Any:
         if name.startswith("_tdiff_"):
             object.__setattr__(flat, name, v.reshape(d.shape[0], -1) if isinstance(v, np.ndarray)
                                and v.shape == d.shape else v)
-    return tl.core.tensor(flat, tl.core.block_type(t.dtype, [int(np.prod(t.shape)) if t.shape else 1]))
+    n = 1
+    for size in batched.shape_of(t):
+        n *= size
+    return tl.core.tensor(flat, tl.core.block_type(t.dtype, [n]))
 
 
 def _keep_shadows(new: Any, old: Any) -> None:

@@ -571,6 +571,33 @@ MUTANTS: list[Mutant] = [
       "the tolerance (comparison and reproducers alike) is relative to the larger side",
       (C, *t("test_a_kernel_updating_its_input_in_place_gets_a_reproducer")),
       ["test_the_reproducers_tolerance_is_tdiffs"]),
+    # the batched interpreter (tdiff/execute/interpreter/batched.py): its differential test must see each
+    M("batched-first-not-alone", "tdiff/execute/interpreter/backend.py",
+      "batches = [programs[:1]] + [programs[i:i + BATCH] for i in range(1, len(programs), BATCH)]",
+      "batches = [programs[i:i + BATCH] for i in range(0, len(programs), BATCH)]",
+      "the first program runs in the batch: its comparisons get the tolerance of operations it has not run",
+      ("tests/test_batched.py",)),
+    M("batched-reduce-axis", "tdiff/execute/interpreter/hooks.py",
+      "axis - ndim if axis >= 0 else axis, keep_dims", "axis, keep_dims",
+      "a batch's reduction shadows (error scales, near-ties) are taken along the wrong axis",
+      ("tests/test_batched.py",)),
+    M("batched-widen-drops-shadows", "tdiff/execute/interpreter/batched.py",
+      'if name.startswith("_tdiff_"):\n                        if isinstance(v, np.ndarray)',
+      'if name.startswith("_nothing_"):\n                        if isinstance(v, np.ndarray)',
+      "a value widened for a store loses its error scale (its stored tolerance)",
+      ("tests/test_batched.py",)),
+    M("batched-atomics-any-order", "tdiff/execute/interpreter/memory.py",
+      "        if (aw[idx] > programs).any():", "        if False:",
+      "atomic updates of an element from several operations of a batch run in another order than program by "
+      "program", ("tests/test_batched.py",)),
+    M("batched-shared-read", "tdiff/execute/interpreter/memory.py",
+      """            if ((w != NOBODY) & (w != programs)).any():
+                stop("programs share an element one of them writes")
+        if r.aw""", """            if False:
+                stop("programs share an element one of them writes")
+        if r.aw""",
+      "a batch reads what another program of the launch wrote (a race) without stopping",
+      ("tests/test_batched.py",)),
 ]
 
 

@@ -59,3 +59,74 @@ def swap_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """Writes its input with atomic exchanges (which batches do not run: they make locks and flags)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.atomic_xchg(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def rows_launch(kernel, x, w):
+    out = torch.empty_like(x)
+    kernel[(x.shape[0],)](x, w, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+
+
+@tdiff.check(launch=rows_launch, reference=lambda x, w: torch.where(x.abs() < 0.5, x.abs() + w, x * w),
+             x=tst.tensors(shape=(16, 8), layouts=["contiguous"]), w=tst.tensors(shape=(8,), layouts=["contiguous"]),
+             max_examples=1)
+@triton.jit
+def rows_kernel(x_ptr, w_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """A comparison of computed values before the first arithmetic (its tolerance follows the operations run
+    so far), and a row every program loads the same (the same value in every program) stored widened."""
+    cols = tl.arange(0, BLOCK)
+    m = cols < n
+    x = tl.load(x_ptr + tl.program_id(0) * n + cols, mask=m, other=0.0)
+    w = tl.load(w_ptr + cols, mask=m, other=0.0)
+    b = tl.abs(x)
+    near = b < 0.5
+    tl.store(out_ptr + tl.program_id(0) * n + cols, tl.where(near, b + w, x * w), mask=m)
+
+
+def sums_launch(kernel, x):
+    out = torch.zeros(2, dtype=x.dtype)
+    kernel[(x.numel() // 2,)](x, out)
+    return out
+
+
+@tdiff.check(launch=sums_launch, reference=lambda x: torch.stack([x.sum(), x.sum()]),
+             x=tst.tensors(shape=(32,), layouts=["contiguous"]), max_examples=1)
+@triton.jit
+def sums_kernel(x_ptr, out_ptr):
+    """Two atomic additions to the same element per program: program by program they alternate."""
+    pid = tl.program_id(0)
+    tl.atomic_add(out_ptr, tl.load(x_ptr + 2 * pid))
+    tl.atomic_add(out_ptr, tl.load(x_ptr + 2 * pid + 1))
+
+
+def chain_launch(kernel, x):
+    out = torch.zeros_like(x)
+    kernel[(x.numel(),)](x, out)
+    return out
+
+
+@tdiff.check(launch=chain_launch, reference=lambda x: x, x=tst.tensors(shape=(8,), layouts=["contiguous"]),
+             max_examples=1)
+@triton.jit
+def chain_kernel(x_ptr, out_ptr):
+    """Each program stores its element, then reads its neighbour's (a race: who wrote it first depends on the
+    order of the programs)."""
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid, tl.load(x_ptr + pid))
+    prev = tl.load(out_ptr + tl.maximum(pid - 1, 0))
+    tl.store(x_ptr + pid, prev)
+
+
+def bcast_launch(kernel, w):
+    out = torch.empty(16, w.numel(), dtype=w.dtype)
+    kernel[(16,)](w, out, w.numel(), BLOCK=triton.next_power_of_2(w.numel()))
+    return out
+
+
+@tdiff.check(launch=bcast_launch, reference=lambda w: ((torch.arange(w.numel()) + 1.0) / 3.0).expand(16, -1),
+             w=tst.tensors(shape=(8,), layouts=["contiguous"]), max_examples=1)
+@triton.jit
+def bcast_kernel(w_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Every program stores the same computed row (a value with no program axis, widened to each program's)."""
+    cols = tl.arange(0, BLOCK)
+    tl.store(out_ptr + tl.program_id(0) * n + cols, (cols.to(tl.float32) + 1.0) / 3.0, mask=cols < n)

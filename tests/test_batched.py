@@ -24,7 +24,8 @@ pytestmark = pytest.mark.triton_matrix  # CI runs these under every allowed Trit
 #: the differential subset CI runs (bench/batched_equal.py runs every suite)
 SUBSET = ["suites.softmax", "suites.layer_norm", "suites.matmul", "suites.flash_attention", "suites.rotary",
           "suites.cross_entropy", "suites.quantize", "suites.device_fn", "suites.atomic_sum",
-          "suites.semantics.reductions", "suites.semantics.conversions", "suites.semantics.minmax"]
+          "suites.semantics.reductions", "suites.semantics.conversions", "suites.semantics.minmax",
+          "suites.semantics.atomics_random"]
 
 
 def _checks() -> list:
@@ -115,6 +116,10 @@ def test_a_stopped_batch_is_named_with_its_line_and_counted_in_the_summary():
     r.unbatched[why] += 1
     assert any("ran programs one by one in 1 case(s): a batch stopped: atomic_xchg at" in line
                for line in check_lines(record(r)))
+    from tdiff.record.summary import aggregate, table_lines
+    table = table_lines(aggregate([record(r)]))
+    assert any("interpreted program by program" in line and "atomic_xchg at tests/batched_kernels.py" in line
+               for line in table), table
 
 
 def test_atomic_updates_run_in_launch_order_within_a_batch():
@@ -154,3 +159,36 @@ def test_real_suite_kernels_batched_equal_program_by_program():
         for i, case in enumerate(draw_cases(check, 2, at=3)):
             one, many = both(check, case)
             assert differences(one, many) == [], f"{check.id} case {i}: {case.describe()}"
+
+
+def test_first_program_runs_alone_for_the_tolerance_of_operations_run_so_far():
+    # |x| near 0.5: the comparison is within tolerance once an arithmetic operation ran (after the first program)
+    check = B.rows_kernel.__tdiff_checks__[0]
+    x = torch.full((16, 8), 0.5, dtype=torch.float32) + torch.arange(8) * 1e-7
+    case = Case({"x": tensor_arg(x), "w": tensor_arg(torch.linspace(-2, 2, 8))})
+    one, many = both(check, case)
+    assert one.trace.fragile and not one.trace.fragile["returned"][0].any()  # the first row: not yet
+    assert differences(one, many) == []
+
+
+def test_a_value_the_same_in_every_program_keeps_its_shadows_when_stored():
+    check = B.bcast_kernel.__tdiff_checks__[0]
+    case = Case({"w": tensor_arg(torch.linspace(1, 2, 8))})
+    one, many = both(check, case)
+    assert one.trace.scales["returned"].min() > 0  # every stored value has an error scale
+    assert differences(one, many) == []
+
+
+def test_atomic_updates_that_would_come_in_another_order_stop_the_batch():
+    check = B.sums_kernel.__tdiff_checks__[0]
+    x = torch.tensor([1e8, 1.0, -1e8, 1.0] * 8, dtype=torch.float32) * torch.linspace(1, 1.5, 32)
+    one, many = both(check, Case({"x": tensor_arg(x)}))
+    assert differences(one, many) == []
+    assert any(why.startswith("atomic updates of an element in another order") for why in many.trace.unbatched)
+
+
+def test_a_read_of_what_another_program_wrote_stops_the_batch():
+    check = B.chain_kernel.__tdiff_checks__[0]
+    one, many = both(check, Case({"x": tensor_arg(torch.arange(8, dtype=torch.float32))}))
+    assert one.trace.races and differences(one, many) == []
+    assert any(why.startswith("programs share an element") for why in many.trace.unbatched)

@@ -263,8 +263,10 @@ def aggregate(summaries: list[dict]) -> list[Row]:
             row(f"corpus entries recorded under {version}").add(cid, n, "replayed under this run's Triton")
         if s.get("pair_note") and "no reference" in s["pair_note"]:
             row("compared without a reference", None).add(cid, None, s["pair_note"])
+        for why, n in sorted((s.get("unbatched") or {}).items()):
+            row("interpreted program by program (the same result, slower): a batch stopped").add(cid, n, why)
     order = ("interpreter shim", "passed with a caveat", "not judged", "kernel code", "specialization", "per-case",
-             "corpus entries", "compared without")
+             "corpus entries", "compared without", "interpreted program by program")
     return sorted(rows.values(), key=lambda r: (next(i for i, o in enumerate(order) if r.kind.startswith(o)),
                                                 -len(r.checks), r.kind))
 

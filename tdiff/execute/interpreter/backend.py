@@ -29,10 +29,10 @@ from triton.runtime import interpreter as _interp
 from triton.runtime.jit import JITFunction
 
 from ...core import kernels, limitations
-from ...core.backend_spec import BackendSpec
+from ...core.backend_spec import BackendSpec, short_path
 from ...core.case import Case, strided_index
 from ...core.outcome import ErrorInfo, Outcome
-from ..backends.base import Target, error_info, user_line_now
+from ..backends.base import Target, error_info, user_frame, user_line_now
 from ..plan import LaunchPlan, capture_returned, deterministic_empty, grid3, launch_record, route_launches
 from . import batched, coverage, shims, undo
 from .hooks import instrumented
@@ -189,7 +189,9 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
     except Exception as exc:  # the sequential run raises it again for the program that raised it
         if os.environ.get("TDIFF_BATCH_DEBUG"):
             traceback.print_exc()
-        return f"{type(exc).__name__} in a batch at {user_line_now()}", exc
+        fr = user_frame(exc.__traceback__)
+        where = f"{short_path(fr.filename)}:{fr.lineno}: {(fr.line or '').strip()}" if fr else user_line_now()
+        return f"{type(exc).__name__} in a batch at {where}", exc
     finally:
         s.batch = s.coords = None
         s.edge = s.loaded = 0.0

@@ -143,7 +143,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=None, help="rounds on small grids (default 11, --quick 7)")
     args = ap.parse_args()
     grids = [int(g) for g in args.grids.split(",")]
-    full = tdiff.RunOptions(isolation="process", corpus_dir=None, repro_dir=None, sample_size=0)
+    full = tdiff.RunOptions(isolation="process", corpus_dir=None, repro_dir=None, sample_size=0, timeout=900)
     seq = ("compiled", "interpreter:sequential") if GPU else ("interpreter:sequential",)
     sampled = full.with_(sample_size=8, sample_threshold=64, backends=seq)
     runners = {"tdiff": Runner(full), "one-by-one": Runner(full.with_(backends=seq)), "sampled": Runner(sampled)}

@@ -68,16 +68,18 @@ rope_decode_row_stride,row_scale_unit_stride,power_mutants --out "$OUT/power6.md
     summary "power, six blind-spot mutants: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power6.md")"
 }
 
-step_batched() {  # the batched interpreter: the bench table, and the real suites' interpreter time before and after
+step_bench() {  # the batched interpreter: bench/bench.py's table (Triton's interpreter, tdiff in batches, one by one)
     local t0=$SECONDS
-    $PY bench/bench.py --quick > "$OUT/bench.txt" 2>&1
-    summary "bench/bench.py --quick: exit $?, $((SECONDS - t0)) s; $(tail -4 "$OUT/bench.txt" | tr '\n' ' ')"
-    for how in sequential batched; do
-        t0=$SECONDS
+    $PY bench/bench.py --quick ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
+    summary "bench/bench.py --quick: exit $?, $((SECONDS - t0)) s"
+}
+
+step_real() {  # the real suites' wall and interpreter time, programs one by one (before batches) and in batches
+    for how in ${HOWS:-sequential batched}; do
+        local t0=$SECONDS backends=compiled,interpreter
         rm -rf .tdiff
-        local backends=compiled,interpreter
-        [ $how = sequential ] && backends=compiled,interpreter:sequential
-        $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider -q -rA \
+        [ "$how" = sequential ] && backends=compiled,interpreter:sequential
+        $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider -q \
             --tdiff-backends $backends --tdiff-json "$OUT/real_$how.json" > "$OUT/real_$how.txt" 2>&1
         summary "real suites, interpreter $how: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/real_$how.txt"); \
 $($PY bench/backend_seconds.py "$OUT/real_$how.json")"

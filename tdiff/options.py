@@ -57,6 +57,9 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                             "its id), one per CI job"),
     ("campaign", str, "campaign_dir", "directory where fuzz targets record the campaign (one JSON-lines file per "
                                       "process); tdiff campaign DIR makes the table"),
+    ("whole-grid", int, "batched_threshold", "grids of up to this many programs are interpreted whole, the programs "
+                                             "in batches (default 4096); larger grids are sampled (as every grid "
+                                             "over 64 programs is with the backend interpreter:sequential)"),
 ]
 
 #: options of the pytest plugin alone (its output), not of `RunOptions`: (name, help)

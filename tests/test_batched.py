@@ -192,3 +192,12 @@ def test_a_read_of_what_another_program_wrote_stops_the_batch():
     one, many = both(check, Case({"x": tensor_arg(torch.arange(8, dtype=torch.float32))}))
     assert one.trace.races and differences(one, many) == []
     assert any(why.startswith("programs share an element") for why in many.trace.unbatched)
+
+
+def test_the_whole_grid_bound_is_an_option():
+    from pathlib import Path
+
+    from tdiff.options import build
+    opts = build(lambda name: {"whole-grid": "128"}.get(name), Path("."))
+    assert opts.batched_threshold == 128
+    assert build(lambda name: None, Path(".")).batched_threshold == 4096

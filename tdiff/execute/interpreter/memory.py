@@ -52,6 +52,8 @@ class Region:
     r1: np.ndarray | None = None
     r2: np.ndarray | None = None
     aw: np.ndarray | None = None  # in batches: the last program that updated the element atomically
+    # in batches: the reads not yet folded into r1 / r2 (element indices, reading programs), folded at a write
+    read_log: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -93,6 +95,7 @@ class Memory:
         self.launch = launch
         for r in self.regions:
             r.w = r.r1 = r.r2 = r.aw = None
+            r.read_log = []
 
     # -- checks ------------------------------------------------------------
     def bad_lanes(self, addrs: np.ndarray, active: np.ndarray | None, itemsize: int) -> np.ndarray | None:
@@ -201,18 +204,26 @@ class Memory:
         if r.aw is not None and ((r.aw[idx] != NOBODY) & (r.aw[idx] != programs)).any():
             stop("a program reads an element another one updates atomically (the order of the programs decides "
                  "what it reads)")
+        r.read_log.append((idx, programs))  # (folded into r1 / r2 only if the launch writes this region)
+        return None
+
+    def _fold_reads(self, r: Region) -> None:
+        """A batch's logged reads of `r` into its first and another reader of each element."""
+        if not r.read_log:
+            return
+        idx = np.concatenate([i for i, _ in r.read_log])
+        programs = np.concatenate([p for _, p in r.read_log])
+        r.read_log = []
         r1 = r.array("r1", NOBODY, np.int32)
         r2 = r.array("r2", NOBODY, np.int32)
         lo = np.full(r.size, np.iinfo(np.int32).max, np.int32)
         hi = np.full(r.size, NOBODY, np.int32)
         np.minimum.at(lo, idx, programs)
         np.maximum.at(hi, idx, programs)
-        u = np.unique(idx)
-        first = np.where(r1[u] == NOBODY, lo[u], r1[u])
-        r1[u] = first
-        other = np.where(hi[u] != first, hi[u], np.where(lo[u] != first, lo[u], NOBODY))
-        r2[u] = np.where(r2[u] == NOBODY, other, r2[u])
-        return None
+        first = np.where(r1[idx] == NOBODY, lo[idx], r1[idx])
+        other = np.where(hi[idx] != first, hi[idx], np.where(lo[idx] != first, lo[idx], NOBODY))
+        r2[idx] = np.where(r2[idx] == NOBODY, other, r2[idx])
+        r1[idx] = first
 
     # -- stores ------------------------------------------------------------
     def store(self, program: int | np.ndarray, addrs: np.ndarray, active: np.ndarray | None,
@@ -293,6 +304,7 @@ class Memory:
             stop("programs share an element one of them writes")
         if r.aw is not None and ((r.aw[idx] != NOBODY) & (r.aw[idx] != programs)).any():
             stop("programs share an element one of them updates atomically")
+        self._fold_reads(r)
         if r.r1 is not None:
             r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
             if (((r1 != NOBODY) & (r1 != programs)) | ((r2 != NOBODY) & (r2 != programs))).any():
@@ -314,6 +326,7 @@ class Memory:
             stop("atomic updates of an element in another order than program by program")
         if r.w is not None and ((r.w[idx] != NOBODY) & (r.w[idx] != programs)).any():
             stop("programs share an element one of them updates atomically")
+        self._fold_reads(r)
         if r.r1 is not None:
             r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
             if (((r1 != NOBODY) & (r1 != programs)) | ((r2 != NOBODY) & (r2 != programs))).any():

@@ -18,8 +18,7 @@ class Saved:
 
     def __init__(self, s: Session) -> None:
         self.bytes = [(r.base, ctypes.string_at(r.base, r.nbytes)) for r in s.regions if r.nbytes > 0]
-        self.regions = [(r, {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in vars(r).items()})
-                        for r in s.regions]
+        self.regions = [(r, {k: _copy(v) for k, v in vars(r).items()}) for r in s.regions]
         self.count = len(s.regions)
         self.races = list(s.memory.races)
         self.trace = {f.name: copy.deepcopy(getattr(s.trace, f.name)) for f in dataclasses.fields(s.trace)}
@@ -28,11 +27,15 @@ class Saved:
         for base, data in self.bytes:
             ctypes.memmove(base, data, len(data))
         for r, state in self.regions:
-            vars(r).update({k: v.copy() if isinstance(v, np.ndarray) else v for k, v in state.items()})
+            vars(r).update({k: _copy(v) for k, v in state.items()})
         del s.regions[self.count:]
         s.memory.races[:] = self.races
         for name, value in self.trace.items():
             _put_back(s.trace, name, copy.deepcopy(value))
+
+
+def _copy(v: Any) -> Any:
+    return v.copy() if isinstance(v, (np.ndarray, list)) else v
 
 
 def _put_back(obj: Any, name: str, value: Any) -> None:

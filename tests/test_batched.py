@@ -201,3 +201,17 @@ def test_the_whole_grid_bound_is_an_option():
     opts = build(lambda name: {"whole-grid": "128"}.get(name), Path("."))
     assert opts.batched_threshold == 128
     assert build(lambda name: None, Path(".")).batched_threshold == 4096
+
+
+def test_batches_are_cut_to_bound_their_arrays(monkeypatch):
+    from tdiff.execute.interpreter import backend
+    from tests import kernels as K
+    check = K.wide_grid_kernel.__tdiff_checks__[0]
+    case = draw_cases(check, 1)[0]
+    monkeypatch.setattr(backend, "LANES", 64)  # 4 lanes per program (BLOCK=4): batches of 16 programs
+    cuts = []
+    fit = backend._fit
+    monkeypatch.setattr(backend, "_fit", lambda b, i, w: (fit(b, i, w), cuts.append(len(b[i]))))
+    one, many = both(check, case)
+    assert differences(one, many) == [] and many.trace.batched == len(many.trace.programs_run) > 4
+    assert max(cuts) == 16

@@ -153,6 +153,18 @@ def _batch(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str],
     return False
 
 
+#: lanes a batch's widest access may hold (programs x lanes each): bounds the memory of a batch's arrays
+LANES = 1 << 21
+
+
+def _fit(batches: list[list[Program]], i: int, widest: int) -> None:
+    """Cut batch `i` into consecutive batches (launch order kept) small enough that an access `widest` lanes
+    wide per program holds at most LANES lanes."""
+    cap = max(1, LANES // max(widest, 1))
+    if len(batches[i]) > cap:
+        batches[i:i + 1] = [batches[i][k:k + cap] for k in range(0, len(batches[i]), cap)]
+
+
 #: how many times a launch is run again with a batch split (by a branch or bound that parts its programs)
 SPLITS = 8
 
@@ -169,7 +181,10 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
             run_fn = rewritten(fn)
             args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
             builder.set_grid_dim(*g)
-            for i, chunk in enumerate(batches):
+            i = 0
+            while i < len(batches):
+                _fit(batches, i, s.widest)
+                chunk = batches[i]
                 n = len(chunk)
                 s.coords = np.array(chunk, dtype=np.int64)
                 s.batch = np.array([linear(p, g) for p in chunk], dtype=np.int32)
@@ -184,6 +199,7 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                     raise
                 for k, v in list(s.trace.shims.items()):  # a batch's use of a shim stands for each program's
                     s.trace.shims[k] = before.get(k, 0) + (v - before.get(k, 0)) * n
+                i += 1
     except batched.Unbatchable as exc:
         return f"{exc.reason} at {exc.line}", exc
     except Exception as exc:  # the sequential run raises it again for the program that raised it

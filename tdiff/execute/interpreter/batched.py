@@ -164,9 +164,10 @@ def _refuse(what: str) -> Callable:
 
 
 def access_methods(current: Callable[[str], Callable], size: Callable[[], int],
-                   atomics_seen: Callable[[], None]) -> dict[str, Callable]:
+                   atomics_seen: Callable[[], None], width: Callable[[int], None]) -> dict[str, Callable]:
     """Loads, stores and atomic updates with their pointers, masks and values widened to one lane set per
-    program (the outermost layer: every layer under it sees and counts the accesses of all `size()` programs).
+    program (the outermost layer: every layer under it sees and counts the accesses of all `size()` programs;
+    `width` hears each access's lanes per program).
     An atomic update runs its lanes in launch order, as one program after another would (`memory` stops the
     batch where that order would not hold); exchanges and compare-and-swaps (locks, flags) stop it."""
     load, store, rmw = current("create_masked_load"), current("create_masked_store"), current("create_atomic_rmw")
@@ -176,6 +177,7 @@ def access_methods(current: Callable[[str], Callable], size: Callable[[], int],
         datas = [np.asarray(h.data) for h in handles if isinstance(h, TensorHandle)]
         shaped = [d if d.ndim >= 2 else d.reshape(1, 1) for d in datas]
         full = (n,) + tuple(np.broadcast_shapes(*[d.shape for d in shaped])[1:])
+        width(_numel(full[1:]))  # (lanes per program: the size of later batches follows it)
         out, k = [], 0
         for h in handles:
             if not isinstance(h, TensorHandle):

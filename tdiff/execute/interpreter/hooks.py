@@ -134,8 +134,11 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
         def seen() -> None:
             session.batch_atomics = True
 
+        def width(lanes: int) -> None:
+            session.widest = max(session.widest, lanes)
+
         for name, fn in batched.access_methods(current, lambda: len(session.batch),  # type: ignore[arg-type]
-                                               seen).items():
+                                               seen, width).items():
             put(builder, name, fn)
     # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
     session.other.install(put)

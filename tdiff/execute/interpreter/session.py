@@ -103,6 +103,7 @@ class Session:
     batch: np.ndarray | None = None
     coords: np.ndarray | None = None  # and their (x, y, z), one row each
     batch_atomics: bool = False  # a batch of this launch made atomic updates (its batches keep launch order)
+    widest: int = 1  # the most lanes one program's access had in this run's batches (sizes later batches)
 
     def __post_init__(self) -> None:
         # allocations on a GPU are copied to the host per launch: only those host copies are valid memory

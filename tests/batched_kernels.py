@@ -130,3 +130,19 @@ def bcast_kernel(w_ptr, out_ptr, n, BLOCK: tl.constexpr):
     """Every program stores the same computed row (a value with no program axis, widened to each program's)."""
     cols = tl.arange(0, BLOCK)
     tl.store(out_ptr + tl.program_id(0) * n + cols, (cols.to(tl.float32) + 1.0) / 3.0, mask=cols < n)
+
+
+def stride_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(8,)](x, out, x.numel())
+    return out
+
+
+@tdiff.check(launch=stride_launch, reference=lambda x: x * 2, x=tst.tensors(shape=(61,), layouts=["contiguous"]),
+             max_examples=1)
+@triton.jit
+def stride_kernel(x_ptr, out_ptr, n):
+    """A grid-stride loop: each program starts at its own element, so its loop variable differs between
+    programs, and its trip count too where the grid does not divide n."""
+    for i in range(tl.program_id(0), n, tl.num_programs(0)):
+        tl.store(out_ptr + i, tl.load(x_ptr + i) * 2)

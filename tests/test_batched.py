@@ -215,3 +215,11 @@ def test_batches_are_cut_to_bound_their_arrays(monkeypatch):
     one, many = both(check, case)
     assert differences(one, many) == [] and many.trace.batched == len(many.trace.programs_run) > 4
     assert max(cuts) == 16
+
+
+def test_a_loop_whose_bounds_differ_between_programs_runs_batched():
+    check = B.stride_kernel.__tdiff_checks__[0]
+    for n in (64, 61):  # every program 8 times; or 8 and 7 times (the batch split by its trip count)
+        one, many = both(check, Case({"x": tensor_arg(torch.arange(n, dtype=torch.float32))}))
+        assert differences(one, many) == []
+        assert many.trace.batched == 8 and not many.trace.unbatched

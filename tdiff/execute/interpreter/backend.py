@@ -14,13 +14,14 @@ Beyond running the kernel, the instrumented interpreter
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,6 +154,25 @@ def _batch(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str],
     return False
 
 
+@contextlib.contextmanager
+def _global(fn: Any, name: str, value: Any) -> Iterator[None]:
+    """`name` set to `value` in the kernel's module globals for the body (the kernel's own `range` loops), then
+    put back as it was."""
+    g = fn.__globals__
+    old = g.get(name, _MISSING)
+    g[name] = value
+    try:
+        yield
+    finally:
+        if old is _MISSING:
+            del g[name]
+        else:
+            g[name] = old
+
+
+_MISSING = object()
+
+
 #: lanes a batch's widest access may hold (programs x lanes each): bounds the memory of a batch's arrays
 LANES = 1 << 21
 
@@ -176,7 +196,7 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
     builder = _interp.interpreter_builder
     try:
         with interpreting(), instrumented(builder, s, batch=True), np.errstate(all="ignore"), \
-                warnings.catch_warnings(), shims.counting(s.trace.shims):
+                warnings.catch_warnings(), shims.counting(s.trace.shims), _global(fn, "range", batched.loop_range):
             warnings.simplefilter("ignore", RuntimeWarning)
             run_fn = rewritten(fn)
             args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)

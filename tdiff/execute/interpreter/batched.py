@@ -1,17 +1,18 @@
 """Grid-batched interpretation: the kernel's Python runs once for a batch of programs.
 
 Every block value carries a leading program axis: its length is the batch's size, or 1 where the value is
-the same for every program (`tl.arange`, a block loaded from the same addresses, a constant). Scalars are
-`(programs, 1)` arrays, or Triton's own 1-element arrays where uniform. Elementwise operations broadcast over
-that axis as numpy does; the operations that name axes or build shapes (`splat`, `broadcast`, `reshape`,
-`trans`, `expand_dims`, `cat`, `join`, `gather`, reductions and scans) are given it here, and memory accesses
-are widened to one lane set per program so that every count and record is per program, as program by program.
+the same for every program (`tl.arange`, a constant). Scalars are `(programs, 1)` arrays, or Triton's own
+1-element arrays where uniform. Elementwise operations broadcast over that axis as numpy does; the operations
+that name axes or build shapes (`splat`, `broadcast`, `reshape`, `trans`, `expand_dims`, `cat`, `join`,
+`gather`, reductions and scans) are given it here, and memory accesses (loads, stores, atomic updates) are
+widened to one lane set per program, so that every count and record is per program, as program by program.
 
 A batch stops (`Unbatchable`) where its programs would part ways or its meaning would depend on their order:
-a branch or loop bound that differs between programs, programs sharing an element one of them writes (a
-race, or work across programs), an access outside every allocation, an undefined cast, atomics, block
-pointers, prints. The launch is then undone and run program by program (`backend.interpret_launch`), so the
-report is the sequential interpreter's, word for word; the reason and its kernel line are counted.
+a branch or loop bound that differs between programs (`outcomes`: the batch is split by it, see
+`backend._batch`), programs sharing an element one of them writes (`memory`), an access outside every
+allocation, an undefined cast, atomic exchanges and compare-and-swaps, block pointers, prints. The launch is
+then undone and run program by program, so the report is the sequential interpreter's, word for word; the
+reason and its kernel line are counted.
 """
 
 from __future__ import annotations
@@ -74,10 +75,6 @@ UNSUPPORTED = {
     "create_print": "device_print", "create_inline_asm": "inline_asm_elementwise",
     "create_dot_scaled": "dot_scaled", "create_extern_elementwise": "an extern function",
 }
-
-
-def lead(data: np.ndarray) -> int:
-    return int(data.shape[0])
 
 
 def _np_dtype(t: Any) -> np.dtype:
@@ -259,6 +256,42 @@ def tensor_methods() -> dict[str, Any]:
         return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
 
     return {"__bool__": __bool__, "__index__": __index__, "T": property(_transpose)}
+
+
+def _per_program(value: Any) -> np.ndarray:
+    """A range argument's integer value in each program (one value where the same for all)."""
+    value = getattr(value, "value", value)  # (a constexpr)
+    if isinstance(value, tl.core.tensor):
+        d = np.asarray(value.handle.data)
+        return d.reshape(d.shape[0]) if d.ndim >= 2 and d.size == d.shape[0] else d.reshape(-1)[:1]
+    return np.array([int(value)])
+
+
+def loop_range(arg1: Any, arg2: Any = None, step: Any = None, **_: Any) -> Any:
+    """`range` (and `tl.range`, whose other options only tune compiled code) in a batch: Python's where its
+    bounds are the same in every program; where they differ but the loop runs as many times in each, the loop
+    variable is a tensor with each program's value; else the batch stops, split by the trip count (see
+    `Unbatchable.outcomes`)."""
+    start, stop_ = (0, arg1) if arg2 is None else (arg1, arg2)
+    step = 1 if step is None else step
+    vals = [_per_program(a) for a in (start, stop_, step)]
+    if all(v.size == 1 or (v == v[0]).all() for v in vals):
+        return range(*(int(v[0]) for v in vals))
+    n = max(v.size for v in vals)
+    s, e, st = (np.broadcast_to(v.astype(np.int64), (n,)) for v in vals)
+    if (st == 0).any():
+        raise ValueError("range() arg 3 must not be zero")
+    trips = np.where(st > 0, np.maximum(0, -(-(e - s) // np.where(st > 0, st, 1))),
+                     np.maximum(0, -(-(s - e) // np.where(st < 0, -st, 1))))
+    if not (trips == trips[0]).all():
+        outcomes = np.unique(trips, return_inverse=True)[1].reshape(-1)
+        if outcomes.max() + 1 > SPLIT_WAYS:
+            stop(f"a loop whose trip count differs between programs (more than {SPLIT_WAYS} ways)", of_code=True)
+        stop("a loop whose trip count differs between programs", of_code=True, outcomes=outcomes)
+    values = [s + k * st for k in range(int(trips[0]))]
+    wide = any(((v < -(2**31)) | (v >= 2**31)).any() for v in values)
+    dtype, np_dtype = (tl.int64, np.int64) if wide else (tl.int32, np.int32)
+    return [tl.core.tensor(TensorHandle(v.reshape(n, 1).astype(np_dtype), dtype), dtype) for v in values]
 
 
 # ------------------------------------------------------------------ reductions and scans

@@ -108,6 +108,7 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
         for mod in (tl, tl.core):
             put(mod, "reduce", batched.reduce)
             put(mod, "associative_scan", batched.scan)
+            put(mod, "range", batched.loop_range)  # (tl.static_range stays Python's: its bounds are constexprs)
         put(_interp.ReduceScanOpInterface, "to_tensor", batched.to_tensor_for(_interp.ReduceScanOpInterface.to_tensor))
 
     # 1. shims: what the compiler accepts and the stock interpreter does not (a reproducer installs the same)

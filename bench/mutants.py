@@ -591,11 +591,13 @@ MUTANTS: list[Mutant] = [
       "atomic updates of an element from several operations of a batch run in another order than program by "
       "program", ("tests/test_batched.py",)),
     M("batched-shared-read", "tdiff/execute/interpreter/memory.py",
-      """            if ((w != NOBODY) & (w != programs)).any():
-                stop("programs share an element one of them writes")
-        if r.aw""", """            if False:
-                stop("programs share an element one of them writes")
-        if r.aw""",
+      """        if _another(r.w, idx, programs):
+            stop("programs share an element one of them writes")
+        if _another(r.aw, idx, programs):
+            stop("a program reads""", """        if False:
+            stop("programs share an element one of them writes")
+        if _another(r.aw, idx, programs):
+            stop("a program reads""",
       "a batch reads what another program of the launch wrote (a race) without stopping",
       ("tests/test_batched.py",)),
 ]

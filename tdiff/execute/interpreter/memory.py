@@ -197,11 +197,9 @@ class Memory:
     def _read_batch(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> None:
         """A batch's read: any element another program of the launch wrote stops the batch (the order of
         the programs decides what was read); the first and another reader of each element are kept."""
-        if r.w is not None:
-            w = r.w[idx]
-            if ((w != NOBODY) & (w != programs)).any():
-                stop("programs share an element one of them writes")
-        if r.aw is not None and ((r.aw[idx] != NOBODY) & (r.aw[idx] != programs)).any():
+        if _another(r.w, idx, programs):
+            stop("programs share an element one of them writes")
+        if _another(r.aw, idx, programs):
             stop("a program reads an element another one updates atomically (the order of the programs decides "
                  "what it reads)")
         r.read_log.append((idx, programs))  # (folded into r1 / r2 only if the launch writes this region)
@@ -298,24 +296,24 @@ class Memory:
     def _write_batch(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> None:
         """A batch's plain write: an element another program of the launch wrote or read, or that two of
         the batch's programs write, stops the batch (a race: the sequential run reports it)."""
-        w = r.array("w", NOBODY, np.int32)
-        prev = w[idx]
-        if ((prev != NOBODY) & (prev != programs)).any():
+        if _another(r.w, idx, programs):
             stop("programs share an element one of them writes")
-        if r.aw is not None and ((r.aw[idx] != NOBODY) & (r.aw[idx] != programs)).any():
+        if _another(r.aw, idx, programs):
             stop("programs share an element one of them updates atomically")
-        self._fold_reads(r)
-        if r.r1 is not None:
-            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
-            if (((r1 != NOBODY) & (r1 != programs)) | ((r2 != NOBODY) & (r2 != programs))).any():
-                stop("programs share an element one of them writes")
+        if self._read_by_another(r, idx, programs):
+            stop("programs share an element one of them writes")
         if idx.size > 1:
             order = np.argsort(idx, kind="stable")
             si, sp = idx[order], programs[order]
             if ((si[1:] == si[:-1]) & (sp[1:] != sp[:-1])).any():
                 stop("programs share an element one of them writes")
-        w[idx] = programs
+        r.array("w", NOBODY, np.int32)[idx] = programs
         return None
+
+    def _read_by_another(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> bool:
+        """Whether a program other than each lane's read one of these elements in this launch (a batch)."""
+        self._fold_reads(r)
+        return _another(r.r1, idx, programs) or _another(r.r2, idx, programs)
 
     def _atomic_batch(self, r: Region, idx: np.ndarray, programs: np.ndarray) -> None:
         """A batch's atomic update (its lanes in launch order, as one program after another would make them):
@@ -324,14 +322,11 @@ class Memory:
         aw = r.array("aw", NOBODY, np.int32)
         if (aw[idx] > programs).any():
             stop("atomic updates of an element in another order than program by program")
-        if r.w is not None and ((r.w[idx] != NOBODY) & (r.w[idx] != programs)).any():
+        if _another(r.w, idx, programs):
             stop("programs share an element one of them updates atomically")
-        self._fold_reads(r)
-        if r.r1 is not None:
-            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
-            if (((r1 != NOBODY) & (r1 != programs)) | ((r2 != NOBODY) & (r2 != programs))).any():
-                stop("a program reads an element another one updates atomically (the order of the programs "
-                     "decides what it reads)")
+        if self._read_by_another(r, idx, programs):
+            stop("a program reads an element another one updates atomically (the order of the programs "
+                 "decides what it reads)")
         np.maximum.at(aw, idx, programs)
 
     def _race(self, r: Region, what: str, index: int, first: int, second: int, count: int) -> None:
@@ -340,6 +335,15 @@ class Memory:
                 race.count += count
                 return
         self.races.append(Race(r.name, what, index, first, second, self.launch, count, self.line()))
+
+
+def _another(marks: np.ndarray | None, idx: np.ndarray, programs: np.ndarray) -> bool:
+    """Whether a per-element program map of a region (`w`, `aw`, `r1`, `r2`) names, for any lane, a program other
+    than the lane's."""
+    if marks is None:
+        return False
+    m = marks[idx]
+    return bool(((m != NOBODY) & (m != programs)).any())
 
 
 def lane_programs(values: int | float | np.ndarray, lanes: int) -> int | float | np.ndarray:

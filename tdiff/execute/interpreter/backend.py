@@ -21,7 +21,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -90,16 +90,26 @@ def interpret_launch(session: Session, jit: JITFunction, args: tuple, grid: Any,
     return None
 
 
-def _one_by_one(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str], g: Program,
-                programs: list[Program]) -> None:
-    """Run `programs` one after another (Triton's own way)."""
+@contextlib.contextmanager
+def _launching(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str], g: Program,
+               batch: bool) -> Iterator[tuple[Any, Callable, dict[str, Any]]]:
+    """The interpreter set up for one launch of `fn` on grid `g` (with `batch`, for batches of programs):
+    the builder, the rewritten kernel and its converted arguments."""
     builder = _interp.interpreter_builder
-    with interpreting(), instrumented(builder, s), np.errstate(all="ignore"), warnings.catch_warnings(), \
-            shims.counting(s.trace.shims):
+    with interpreting(), instrumented(builder, s, batch=batch), np.errstate(all="ignore"), \
+            warnings.catch_warnings(), shims.counting(s.trace.shims), \
+            (_global(fn, "range", batched.loop_range) if batch else contextlib.nullcontext()):
         warnings.simplefilter("ignore", RuntimeWarning)
         run_fn = rewritten(fn)
         args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
         builder.set_grid_dim(*g)
+        yield builder, run_fn, args_cvt
+
+
+def _one_by_one(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str], g: Program,
+                programs: list[Program]) -> None:
+    """Run `programs` one after another (Triton's own way)."""
+    with _launching(s, fn, host_args, constexprs, g, batch=False) as (builder, run_fn, args_cvt):
         for p in programs:
             s.program = p
             s.edge = s.loaded = 0.0
@@ -193,14 +203,8 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                  batches: list[list[Program]]) -> tuple[str | None, Exception | None]:
     """Run each batch of programs in turn; (None, None), or why a batch stopped and its exception (an
     `Unbatchable` carries the index of its batch as `batch`)."""
-    builder = _interp.interpreter_builder
     try:
-        with interpreting(), instrumented(builder, s, batch=True), np.errstate(all="ignore"), \
-                warnings.catch_warnings(), shims.counting(s.trace.shims), _global(fn, "range", batched.loop_range):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            run_fn = rewritten(fn)
-            args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
-            builder.set_grid_dim(*g)
+        with _launching(s, fn, host_args, constexprs, g, batch=True) as (builder, run_fn, args_cvt):
             i = 0
             while i < len(batches):
                 _fit(batches, i, s.widest)

@@ -17,6 +17,7 @@ reason and its kernel line are counted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -183,13 +184,9 @@ def access_methods(current: Callable[[str], Callable], size: Callable[[], int],
             if np.shape(h.data) == full:
                 out.append(h)
             else:
+                shape = shaped[k].shape
                 wide = TensorHandle(np.array(np.broadcast_to(shaped[k], full), order="C"), h.dtype)  # (writable)
-                for name, v in vars(h).items():  # tdiff's shadows (dataflow, fragile) widen with the values
-                    if name.startswith("_tdiff_"):
-                        if isinstance(v, np.ndarray) and v.shape == np.shape(h.data):
-                            v = np.ascontiguousarray(np.broadcast_to(v.reshape(shaped[k].shape), full))
-                        object.__setattr__(wide, name, v)
-                out.append(wide)
+                out.append(with_shadows(h, wide, lambda v, shape=shape: np.broadcast_to(v.reshape(shape), full)))
             k += 1
         return out
 
@@ -332,16 +329,26 @@ def shape_of(t: Any) -> tuple[int, ...]:
 
 
 def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(shape)
 
 
-def _flat(t: Any) -> Any:
-    d = t.handle.data
-    return tl.core.tensor(TensorHandle(d.reshape(d.shape[0], -1), t.handle.dtype),
-                          _tl_type(t.dtype, (_numel(shape_of(t)),)))
+def with_shadows(src: TensorHandle, dst: TensorHandle, move: Callable[[np.ndarray], np.ndarray]) -> TensorHandle:
+    """`dst` (made from `src`'s values by `move`) given tdiff's shadows of `src` (dataflow, fragile), each moved
+    alike where it is shaped like the values."""
+    for name, v in vars(src).items():
+        if name.startswith("_tdiff_"):
+            if isinstance(v, np.ndarray) and v.shape == np.shape(src.data):
+                v = np.ascontiguousarray(move(v))
+            object.__setattr__(dst, name, v)
+    return dst
+
+
+def flat_per_program(t: Any) -> Any:
+    """A batched tensor's values flattened per program (a 1-D block each), its shadows alike."""
+    d = np.asarray(t.handle.data)
+    flat = with_shadows(t.handle, TensorHandle(d.reshape(d.shape[0], -1), t.handle.dtype),
+                        lambda v: v.reshape(d.shape[0], -1))
+    return tl.core.tensor(flat, _tl_type(t.dtype, (_numel(shape_of(t)),)))
 
 
 _KNOWN_REDUCE = None
@@ -364,7 +371,7 @@ def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: bool = False, **kw
     ins = input if isinstance(input, tuple) else (input,)
     shape = shape_of(ins[0])
     if axis is None:
-        ins = tuple(_flat(t) for t in ins)
+        ins = tuple(flat_per_program(t) for t in ins)
         a, kept = 0, (1,) * len(shape) if keep_dims else ()
     else:
         a = int(axis) % max(len(shape), 1)

@@ -405,8 +405,8 @@ def _reduce_hook(inner: Callable, tag: str, session: Session) -> Callable:
             if session.batch is None:
                 _follow_reduction(session, given, outs, axis, keep_dims, combine_fn, scan)
             elif axis is None:  # a batch: each program's values reduced, past the program axis
-                _follow_reduction(session, tuple(_flattened(g) for g in given), outs, -1, keep_dims, combine_fn,
-                                  scan)
+                flat = tuple(batched.flat_per_program(g) for g in given)
+                _follow_reduction(session, flat, outs, -1, keep_dims, combine_fn, scan)
             else:
                 ndim = len(batched.shape_of(given[0]))
                 _follow_reduction(session, given, outs, axis - ndim if axis >= 0 else axis, keep_dims, combine_fn,
@@ -444,21 +444,6 @@ def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep
         for o in outs:
             fragile.extreme_fragile(ins[0], o, axis, keep_dims, extreme == "max",
                                     session.close_allowance(ins[0].handle))
-
-
-def _flattened(t: Any) -> Any:
-    """A batched tensor's values flattened per program (a 1-D block each), its shadows alike."""
-    h = t.handle
-    d = np.asarray(h.data)
-    flat = _interp.TensorHandle(d.reshape(d.shape[0], -1), h.dtype)
-    for name, v in vars(h).items():
-        if name.startswith("_tdiff_"):
-            object.__setattr__(flat, name, v.reshape(d.shape[0], -1) if isinstance(v, np.ndarray)
-                               and v.shape == d.shape else v)
-    n = 1
-    for size in batched.shape_of(t):
-        n *= size
-    return tl.core.tensor(flat, tl.core.block_type(t.dtype, [n]))
 
 
 def _keep_shadows(new: Any, old: Any) -> None:

@@ -71,13 +71,14 @@ class Run:
 
 TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.search.guide) on or off
 THRESHOLDS = [True]  # --thresholds: size strategies draw the constants the kernel compares sizes with
+PLAN: list = [None]  # --plan: planned cases per check (None: tdiff's default, 3/4 of the examples; 0: none)
 BUDGET: dict = {}  # --compile-budget / --max-compiles: the compile budget policy (with a GPU)
 
 
 def options(seed: int, examples: int | None, isolation: str) -> tdiff.RunOptions:
     return tdiff.RunOptions(profile="ci", seed=seed, max_examples=examples, corpus_dir=None, repro_dir=None,
                             shrink_budget=0, isolation=isolation, targeting=TARGETING[0], thresholds=THRESHOLDS[0],
-                            **BUDGET)
+                            plan=PLAN[0], **BUDGET)
 
 
 class RecordingRunner(tdiff.Runner):
@@ -247,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thresholds", default="on", choices=("on", "off"),
                     help="size strategies also draw the sizes on the constants the kernel and its launch compare "
                          "sizes with (default on, as in tdiff)")
+    ap.add_argument("--plan", type=int, default=None,
+                    help="planned cases per check before the random search (default: tdiff's, 3/4 of the examples; "
+                         "0: none, the search before boundary plans)")
     ap.add_argument("--compile-budget", type=float, default=None,
                     help="compile seconds per check on new combinations of classes (tdiff's default: 30)")
     ap.add_argument("--max-compiles", type=int, default=None,
@@ -261,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     fa_seeds = 1 if args.quick else args.fa_seeds
     TARGETING[0] = args.targeting == "on"
     THRESHOLDS[0] = args.thresholds == "on"
+    PLAN[0] = args.plan
     if args.compile_budget is not None:
         BUDGET["compile_budget"] = args.compile_budget
     if args.max_compiles is not None:

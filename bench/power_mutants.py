@@ -39,6 +39,7 @@ from suites import (
     vector_add,
 )
 from tdiff import strategies as tst
+from tdiff.core import kernels
 from tdiff.declaration import Check, checks_of
 
 
@@ -54,7 +55,7 @@ class Mutant:
 
     @property
     def check(self) -> Check:
-        (c,) = [c for c in checks_of(self.kernel) if c.module == __name__]
+        (c,) = [c for c in checks_of(self.kernel) if c.module in (__name__, "bench.power_generic")]
         return c
 
 
@@ -972,4 +973,16 @@ TRIGGERS = {
 for _m in MUTANTS:
     _m.triggered = TRIGGERS[_m.name]
 
+BY_NAME = {m.name: m for m in MUTANTS}
+
+# ------------------------------------------------------------------ generic declarations (bench/power_generic.py)
+
+from bench import power_generic  # noqa: E402
+
+ORIGINALS = (*ORIGINALS, *power_generic.ORIGINALS)
+for _kernel, _orig, _kind, _bug, _trigger, _triggered in power_generic.GENERIC:
+    _m = Mutant(kernels.kernel_name(_kernel), power_generic.check_of(_orig), f"generic: {_kind}", _bug, _trigger,
+                _kernel, _triggered)
+    MUTANTS.append(_m)
+    TRIGGERS[_m.name] = _triggered
 BY_NAME = {m.name: m for m in MUTANTS}

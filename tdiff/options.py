@@ -46,6 +46,10 @@ OPTIONS: list[tuple[str, type, str, str]] = [
                                     "kernel lines it ran) or off (default; see the README's power table)"),
     ("thresholds", str, "thresholds", "on (default: size strategies also draw the sizes on the constants the kernel "
                                       "and its launch compare sizes with) or off"),
+    ("plan", int, "plan", "cases per check planned before the random search to cover every pair of boundary "
+                          "classes across its choice points (sizes, layouts, dtypes, value classes, integers "
+                          "drawn inside user strategies) that it can (default: three quarters of the check's "
+                          "examples; 0: none)"),
     ("localize", str, "localize", "on (name the compiler pass after which a `compiled wrong` case goes wrong: "
                                   "MLIR's per-pass dumps bisected on the GPU, confirmed by leaving the pass out; "
                                   "README: Check a compiler change) or off (default)"),
@@ -137,6 +141,8 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             value = parse(value)
         elif field == "campaign_dir":
             value = root / value
+        elif field == "plan" and value < 0:
+            raise ValueError(f"--tdiff-plan must be 0 or more, not {value}")
         changes[field] = value
     if changes.get("profile") not in (None, *PROFILES):
         raise ValueError(f"--tdiff-profile must be one of {', '.join(PROFILES)}, not {changes['profile']!r}")

@@ -153,7 +153,7 @@ def _triggering_share(found, seeds=range(4), n=250):
     return sum(hits) / len(hits)
 
 
-def test_aimed_cases_draw_the_compared_dtype_on_the_threshold_together():
+def test_aimed_cases_draw_the_compared_dtype_on_the_threshold_together(no_local_constants):
     c = _check(CK.dtype_threshold_bug)
     found = thresholds(jit_function(c.kernel), c.launch)
     sizes_only = tuple(t for t in found if t.kind != "dtype")

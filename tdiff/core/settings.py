@@ -63,6 +63,9 @@ class RunOptions:
     targeting: bool = False
     # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.thresholds)
     thresholds: bool = True
+    # planned cases per check before the random search, covering pairs of boundary classes
+    # (tdiff.generate.plan); None: three quarters of the check's examples; 0: none
+    plan: int | None = None
     # name the compiler pass after which a `compiled wrong` case goes wrong (tdiff.execute.stages; needs a GPU)
     localize: bool = False
     gpu: int | None = None

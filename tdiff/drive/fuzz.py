@@ -21,11 +21,10 @@ import hypothesis
 from hypothesis.control import current_build_context
 
 from ..core.case import Case
-from ..core.kernels import jit_function
+from ..core.settings import RunOptions
 from ..generate import case_strategy
-from ..generate.thresholds import thresholds
 from ..judge.verdict import NOT_JUDGED
-from .search import Found, guide
+from .search import Found, guide, kernel_thresholds
 
 
 class FuzzDivergence(AssertionError):
@@ -33,10 +32,11 @@ class FuzzDivergence(AssertionError):
 
 
 def hypothesis_test(check: Any, get_runner: Callable[[], Any],
-                    get_recorder: Callable[[], Any] | None = None) -> Callable[[], None]:
+                    get_recorder: Callable[[], Any] | None = None, options: Any = None) -> Callable[[], None]:
     """A hypothesis test running `check`'s cases through the runner `get_runner()` returns (asked
     once, when the first case runs, so that collecting the test starts nothing). `get_recorder()`, if
-    given, returns the campaign recorder (`tdiff.campaign.Recorder`) each case is recorded to, or None."""
+    given, returns the campaign recorder (`tdiff.campaign.Recorder`) each case is recorded to, or None.
+    `options` (the run's `RunOptions`) decide what the cases are drawn with, as for the search."""
     state: dict[str, Any] = {}
 
     def judge() -> tuple[Any, Any]:
@@ -45,7 +45,7 @@ def hypothesis_test(check: Any, get_runner: Callable[[], Any],
             state["runner"], state["judge"] = runner, runner.judge(check, runner.new_result(check))
         return state["runner"], state["judge"]
 
-    found_thresholds = thresholds(jit_function(check.kernel), check.launch)
+    found_thresholds = kernel_thresholds(check, options if options is not None else RunOptions())
 
     def test(case: Case) -> None:
         runner, j = judge()

@@ -9,18 +9,23 @@ is seeded by the check's id alone.
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import hypothesis
+from hypothesis import Phase
 from hypothesis import errors as herrors
+from hypothesis.internal.reflection import function_digest
 
 from ..core.case import Case
 from ..core.kernels import jit_function
 from ..core.settings import hypothesis_settings
+from ..errors import DeclarationError
 from ..execute.compile_budget import CompileBudget, layout_of
 from ..generate import case_strategy
+from ..generate.plan import boundary_plan, seeded_database
 from ..generate.thresholds import thresholds
 from ..judge.evidence import Evidence
 from ..judge.verdict import NOT_JUDGED, Verdict
@@ -88,6 +93,40 @@ def _hopeless(result: Any, recent: list[str]) -> str | None:
         reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
         return f"no case could be judged: {reasons}; stopped after {GIVE_UP_AFTER} cases"
     return None
+
+
+def kernel_thresholds(check: Any, options: Any) -> tuple:
+    """The sizes and dtypes the kernel branches on, which the size strategies also draw, unless
+    `--tdiff-thresholds off` (the search and fuzz targets alike)."""
+    return tuple(thresholds(jit_function(check.kernel), check.launch)) if options.thresholds else ()
+
+
+def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
+            result: Any) -> hypothesis.settings:
+    """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
+    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases. The plan's
+    coverage goes to `result`."""
+    rows = options.plan if options.plan is not None else 3 * settings.max_examples // 4
+    if rows <= 0 or Phase.reuse not in settings.phases:
+        return settings
+    # the same seed as the search's: a derandomized plan is the check id's, a seeded one the seed's
+    seed = options.seed if options.seed is not None else stable_seed(check.id) if settings.derandomize \
+        else random.getrandbits(64)
+    try:
+        plan = boundary_plan(strategy, min(rows, settings.max_examples), seed)
+    except DeclarationError:
+        raise
+    except Exception as exc:  # drawing failed: the search proper will say why
+        result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
+        return settings
+    result.plan = plan.coverage.as_dict()
+    result.plan_line = plan.coverage.line()
+    if not plan.choices:
+        return settings
+    # (a derandomized run is seeded by the check's id instead: hypothesis allows no database with derandomize)
+    # (a seeded run keeps no database of its own, as hypothesis.seed has it)
+    base = settings.database if options.seed is None else None
+    return hypothesis.settings(settings, derandomize=False, database=seeded_database(plan.choices, key, base))
 
 
 def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any],
@@ -175,16 +214,22 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
         if verdict.label == NOT_JUDGED:
             hypothesis.reject()
 
-    found = thresholds(jit_function(check.kernel), check.launch) if options.thresholds else ()
+    found = kernel_thresholds(check, options)
+    derandomized = settings.derandomize
+    test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
+    key = function_digest(test)
+    settings = planned(check, case_strategy(check, None, found), settings, options, key, result)
     wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None, found))(test))
-    inner = wrapped.hypothesis.inner_test  # type: ignore[attr-defined]
-    inner._hypothesis_internal_add_digest = check.id.encode()
+    wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:
         wrapped = hypothesis.seed(options.seed)(wrapped)
-    elif settings.derandomize:
+    elif derandomized:
         # hypothesis would seed a derandomized run from a digest of `test`'s source: every edit of this
         # function would draw other cases in CI. The check's id alone decides them.
         wrapped = hypothesis.seed(stable_seed(check.id))(wrapped)
+    if settings.database is not None:  # (hypothesis.seed drops the database: the plan's is put back)
+        wrapped._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]
+            wrapped._hypothesis_internal_use_settings, database=settings.database)  # type: ignore[attr-defined]
     if ahead is not None:
         pending["preview"] = []
         try:

@@ -14,6 +14,7 @@ from ..core import dtypes, kernels
 from ..core.case import Case, TensorArg
 from ..errors import DeclarationError
 from . import hints
+from .plan import steer
 from .sizes import specialization
 from .tensors import TensorStrategy
 
@@ -83,31 +84,37 @@ def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
     @st.composite
     def draw_case(draw: st.DrawFn) -> Case:
         with hints.kernel_hints(thresholds):
-            aimed = bool(thresholds) and draw(st.booleans())
+            with steer.opaque("aimed"):
+                aimed = bool(thresholds) and draw(st.booleans())
             if aimed:
                 event("tdiff: case aimed at the thresholds")
             with hints.aiming(aimed):
                 return _draw_case(draw)
 
     def _draw_case(draw: st.DrawFn) -> Case:
-        config = draw(st.sampled_from(indices)) if indices else None
+        with steer.opaque("config"):
+            config = draw(st.sampled_from(indices)) if indices else None
         if config is not None:
             event(f"tdiff: config #{config}")
         env: dict[str, Any] = {}
         dims: dict[str, int] = {}
         for name, s in check.dims.items():
-            dims[name] = env[name] = draw(_resolve(s, env))
+            with steer.opaque(name):
+                dims[name] = env[name] = draw(_resolve(s, env))
         inputs: dict[str, Any] = {}
         skeletons: dict[str, TensorStrategy] = {}
         for name in order:
             spec = _tensor_spec(check.strategies[name])
             if spec is not None:
                 skeletons[name] = spec
-                inputs[name] = env[name] = spec.draw_skeleton(draw, env)
+                with steer.point(name):
+                    inputs[name] = env[name] = spec.draw_skeleton(draw, env)
             else:
-                inputs[name] = env[name] = _normalize(draw(_resolve(check.strategies[name], env)))
+                with steer.opaque(name):
+                    inputs[name] = env[name] = _normalize(draw(_resolve(check.strategies[name], env)))
         if check.inputs is not None:
-            extra = draw(check.inputs)
+            with steer.opaque("inputs"):
+                extra = draw(check.inputs)
             if not isinstance(extra, Mapping):
                 raise DeclarationError(f"{check.id}: inputs= must draw a dict, drew {type(extra).__name__}")
             for k, v in extra.items():
@@ -115,7 +122,8 @@ def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
         if admit is not None and not admit(Case(inputs=dict(inputs), config=config, dims=dims)):
             reject()
         for name, spec in skeletons.items():
-            inputs[name] = spec.fill(draw, inputs[name])
+            with steer.point(name):
+                inputs[name] = spec.fill(draw, inputs[name])
         for v in inputs.values():
             if isinstance(v, bool) or not isinstance(v, int):
                 continue

@@ -23,6 +23,7 @@ from typing import Protocol
 class Hint(Protocol):
     kind: str
     dtype: str
+    level: float
 
     def values(self, lo: int, hi: int) -> list[int]: ...
 
@@ -73,3 +74,8 @@ def _near(found: tuple[Hint, ...], lo: int, hi: int) -> tuple[int, ...]:
 def dtypes() -> frozenset[str]:
     """The dtype names the code compares with (`x.dtype == tl.float16`)."""
     return frozenset(t.dtype for t in _FOUND.get() if t.kind == "dtype")
+
+
+def levels() -> tuple[float, ...]:
+    """The float constants the kernel compares values with (`x > 20.0`), sorted."""
+    return tuple(sorted({t.level for t in _FOUND.get() if t.kind == "value"}))

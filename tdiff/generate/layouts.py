@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from ..core.case import contiguous_strides
 from .cached import choice, integers
+from .plan import steer
+from .plan.classes import categorical
 
 #: every layout class, in shrink order (contiguous first)
 LAYOUTS = ("contiguous", "offset", "transposed", "sliced", "split", "padded", "expanded", "size1")
@@ -71,14 +73,61 @@ def layout_kinds(shape: tuple[int, ...], allowed: tuple[str, ...]) -> tuple[str,
 def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...] = WRITABLE) -> Layout:
     """`layouts` as a plain function of `draw` (cheaper inside other composites)."""
     kinds = layout_kinds(shape, allowed)
+    if kinds and steer.active():
+        with steer.semantic():
+            lay = _planned(draw, shape, itemsize, allowed, kinds)
+            steer.saw_class("", layout_class(lay, itemsize))
+            return lay
+    return _draw(draw, shape, itemsize, allowed, kinds)
+
+
+def _offsets(itemsize: int) -> tuple[int, ...]:
+    # one element: the pointer is not 16-byte aligned; 16 bytes: aligned but not at the start
+    return tuple(sorted({1, 3, max(1, 16 // itemsize)}))
+
+
+def layout_class(lay: Layout, itemsize: int) -> str:
+    """A layout's class in a boundary plan: its kind ("size1-zero" is "size1"), an offset split by the
+    alignment Triton specializes on."""
+    if lay.kind == "offset":
+        return "offset (aligned)" if (lay.offset * itemsize) % 16 == 0 else "offset (misaligned)"
+    if lay.kind == "expanded":
+        return "expanded (some)" if any(lay.strides) else "expanded (every)"
+    return lay.kind.split("-")[0]
+
+
+def _planned(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...],
+             kinds: tuple[str, ...]) -> Layout:
+    # every allowed kind is a class, whether this shape can take it or not ("size1" needs a dimension of
+    # size 1): a class the plan wants where the shape rules it out is drawn as hypothesis would
+    names = [k for k in LAYOUTS if k in allowed and k not in ("offset", "expanded")]
+    for k, how in (("offset", ("misaligned", "aligned")), ("expanded", ("every", "some"))):
+        if k in allowed:
+            names += [f"{k} ({h})" for h in how]
+    want = steer.choose("", categorical(names), nominal=("contiguous",))
+    if want is not None and want.split(" ")[0] in kinds:
+        kind = want.split(" ")[0]
+        first = kinds.index(kind)
+        if kind == "offset":
+            offs = _offsets(itemsize)
+            off = 1 if "misaligned" in want else max(1, 16 // itemsize)
+            steer.script([first, offs.index(off)])
+        elif kind == "expanded" and sum(n > 1 for n in shape) > 1:
+            steer.script([first, 0 if "every" in want else 1])
+        else:
+            steer.script([first])
+    return _draw(draw, shape, itemsize, allowed, kinds)
+
+
+def _draw(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple[str, ...],
+          kinds: tuple[str, ...]) -> Layout:
     kind = draw(choice(kinds)) if kinds else "contiguous"
     nd = len(shape)
     base = _contiguous(shape)
     if kind == "size1":
         return unit_strided(draw, shape, base, "expanded" in allowed)
     if kind == "offset":
-        # one element: the pointer is not 16-byte aligned; 16 bytes: aligned but not at the start
-        offset = draw(choice(tuple(sorted({1, 3, max(1, 16 // itemsize)}))))
+        offset = draw(choice(_offsets(itemsize)))
         return Layout("offset", base.strides, offset, base.storage_size + offset)
     if kind == "transposed" and nd >= 2 and sum(n > 1 for n in shape) >= 2:
         perm = draw(st.permutations(range(nd)).filter(lambda p: list(p) != list(range(nd))))
@@ -134,7 +183,9 @@ def draw_layout(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed:
         return Layout("padded", base.strides, 0, base.storage_size + pad)
     if kind == "expanded" and any(n > 1 for n in shape):
         dims = [i for i, n in enumerate(shape) if n > 1]
-        chosen = draw(st.sets(st.sampled_from(dims), min_size=1, max_size=len(dims)))
+        # every dimension broadcast (a scalar expanded: strides all 0) as one draw of two, else some of them
+        every = len(dims) == 1 or draw(choice(("every", "some"))) == "every"
+        chosen = set(dims) if every else draw(st.sets(st.sampled_from(dims), min_size=1, max_size=len(dims)))
         reduced = tuple(1 if i in chosen else n for i, n in enumerate(shape))
         rstrides = contiguous_strides(reduced)
         strides = tuple(0 if i in chosen else s for i, s in enumerate(rstrides))

@@ -9,6 +9,8 @@ from typing import Any
 from hypothesis import strategies as st
 
 from . import hints
+from .plan import steer
+from .plan.classes import SIZE_NOMINAL, size_classes
 
 SMALL_PRIMES = (2, 3, 5, 7, 11, 13)
 
@@ -24,14 +26,30 @@ def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
     @st.composite
     def draw(draw: Any) -> int:
         near = hints.near(lo, hi)
+        if steer.active():  # a planned case: the value the plan wants, drawn through the plain branch
+            return _planned(draw, near)
+        return draw(_strategy(near))
+
+    def _strategy(near: tuple[int, ...]) -> st.SearchStrategy[int]:
         if not near:
-            return draw(base)
+            return base
         if near not in with_near:
             on = st.sampled_from(near)
             # plain: on a threshold as one branch of three; aimed: as two of four (a second, distinct
             # sampled_from: one_of drops a repeated branch), so half the time
             with_near[near] = (st.one_of(*branches, on), st.one_of(st.sampled_from(near), *branches, on))
-        return draw(with_near[near][hints.aimed()])
+        return with_near[near][hints.aimed()]
+
+    def _planned(draw: Any, near: tuple[int, ...]) -> int:
+        with steer.semantic():
+            want = steer.choose("", size_classes(lo, hi, special, near), nominal=SIZE_NOMINAL)
+            if want is not None and lo <= want <= hi:
+                # the index of the plain branch in the one_of drawn (none: the plain strategy alone)
+                plain_at = (1 if special else 0) + (1 if near and hints.aimed() else 0)
+                steer.script([want] if not special and not near else [plain_at, want])
+            value = draw(_strategy(near))
+            steer.saw("", value)
+            return value
 
     return draw()
 

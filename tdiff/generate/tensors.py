@@ -14,6 +14,8 @@ from ..core.dtypes import DType, dtype
 from . import hints
 from .cached import choice
 from .layouts import LAYOUTS, WRITABLE, draw_layout
+from .plan import steer
+from .plan.classes import categorical
 from .sizes import sides
 from .values import DEFAULT, Values, poison, values_of
 
@@ -64,7 +66,11 @@ class TensorStrategy:
                 names.insert(0, "float32")
             if hints.aimed():  # a case aimed at what the kernel branches on: the dtypes it compares with
                 names = [n for n in names if n in hints.dtypes()] or names
-            return dtype(draw(choice(tuple(names))) if len(names) > 1 else names[0])
+            if len(names) == 1:
+                return dtype(names[0])
+            if steer.active():
+                return dtype(_planned_choice(draw, "dtype", tuple(names)))
+            return dtype(draw(choice(tuple(names))))
         if self.like:
             return dtype(env[self.like].dtype)
         return dtype("float32")
@@ -79,7 +85,7 @@ class TensorStrategy:
                 fixed *= max(e, 1)
         budget = max(1, self.max_numel // fixed)
         out: list[int] = []
-        for e in entries:
+        for i, e in enumerate(entries):
             if isinstance(e, int):
                 n = e
             elif isinstance(e, str):
@@ -88,12 +94,14 @@ class TensorStrategy:
                     raise TypeError(f"shape refers to `{e}`, which is not an integer input or dimension")
                 n = int(n)
             elif isinstance(e, st.SearchStrategy):
-                n = draw(e)
+                with steer.opaque(f"shape[{i}]"):  # a user's strategy (tdiff's own plan themselves)
+                    n = draw(e)
             elif callable(e):  # computed from the named dims, e.g. lambda d: 2 * d["H"]
                 n = int(e(env))
             else:
                 hi = min(self.max_side or 64, max(self.min_side, budget))
-                n = draw(sides(self.min_side, max(self.min_side, hi)))
+                with steer.point(f"shape[{i}]"):
+                    n = draw(sides(self.min_side, max(self.min_side, hi)))
                 budget = max(1, budget // max(n, 1))
             out.append(int(n))
         return tuple(out)
@@ -109,7 +117,8 @@ class TensorStrategy:
         self.validate()
         dt = self._dtype(draw, env)
         shape = self._shape(draw, env)
-        lay = draw_layout(draw, shape, dt.itemsize, self.layouts)
+        with steer.point("layout"):
+            lay = draw_layout(draw, shape, dt.itemsize, self.layouts)
         storage = np.repeat(poison(dt), lay.storage_size)
         return TensorArg(dt.name, shape, lay.strides, lay.offset, storage, lay.kind)
 
@@ -117,13 +126,25 @@ class TensorStrategy:
         """The skeleton with values drawn for its view's elements (written into its storage)."""
         dt, storage = skeleton.dt, skeleton.storage
         where = np.unique(skeleton.view_index().reshape(-1))
-        vals, specials = values_of(draw, int(where.size), dt, self.values, rows_of(skeleton, where))
+        with steer.point("values"):
+            vals, specials = values_of(draw, int(where.size), dt, self.values, rows_of(skeleton, where))
         storage[where] = vals
         aligned = "aligned" if (skeleton.offset * dt.itemsize) % 16 == 0 else "misaligned"
         tags = (skeleton.layout, aligned, dt.name, *specials)
         for tag in tags:
             event(f"tdiff: {tag}")
         return TensorArg(dt.name, skeleton.shape, skeleton.strides, skeleton.offset, storage, skeleton.layout, tags)
+
+
+def _planned_choice(draw: st.DrawFn, name: str, options: tuple[str, ...]) -> str:
+    """`draw(choice(options))` at a planned case: the option the plan wants, if any."""
+    with steer.semantic():
+        want = steer.choose(name, categorical(options), nominal=options[:1])
+        if want is not None:
+            steer.script([options.index(want)])
+        value = draw(choice(options))
+        steer.saw(name, value)
+        return value
 
 
 def rows_of(arg: TensorArg, where: np.ndarray) -> np.ndarray | None:

@@ -49,14 +49,15 @@ class Threshold:
     remainder: int = 0
     where: str = ""  # "file:line"
     dtype: str = ""
+    level: float = 0.0  # kind "value": a float constant the kernel compares a value with (`x > 20.0`)
 
     @property
-    def key(self) -> tuple[str, int, int, str]:
-        return self.kind, self.constant, self.remainder, self.dtype
+    def key(self) -> tuple[str, int, int, str, float]:
+        return self.kind, self.constant, self.remainder, self.dtype, self.level
 
     def values(self, lo: int, hi: int) -> list[int]:
-        """The sizes within [lo, hi] that sit on this threshold (none for a dtype)."""
-        if self.kind == "dtype":
+        """The sizes within [lo, hi] that sit on this threshold (none for a dtype or a value)."""
+        if self.kind in ("dtype", "value"):
             return []
         if self.kind == "compare":
             return [v for v in (self.constant - 1, self.constant, self.constant + 1) if lo <= v <= hi]
@@ -72,8 +73,8 @@ class Threshold:
         return [k * m + r for k in ks]
 
     def describe(self) -> str:
-        what = {"modulus": f"% {self.constant} == {self.remainder}", "dtype": f"dtype {self.dtype}"}.get(
-            self.kind, f"{self.constant}")
+        what = {"modulus": f"% {self.constant} == {self.remainder}", "dtype": f"dtype {self.dtype}",
+                "value": f"value {self.level:g}"}.get(self.kind, f"{self.constant}")
         return f"{what} ({self.where})" if self.where else what
 
 
@@ -88,6 +89,15 @@ def _int_value(node: ast.expr, env: dict[str, Any]) -> int | None:
         v = getattr(v, "value", v)  # tl.constexpr(64) at module level
         if type(v) is int:
             return v
+    return None
+
+
+def _float_value(node: ast.expr) -> float | None:
+    if isinstance(node, ast.Constant) and type(node.value) is float:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _float_value(node.operand)
+        return None if v is None else -v
     return None
 
 
@@ -108,7 +118,10 @@ def _dtype_name(node: ast.expr, env: dict[str, Any]) -> str | None:
         return None
 
 
-def _scan_tree(tree: ast.AST, env: dict[str, Any], where: Callable[[int], str]) -> list[Threshold]:
+def _scan_tree(tree: ast.AST, env: dict[str, Any], where: Callable[[int], str],
+               kernel: bool = False) -> list[Threshold]:
+    """The thresholds in one function's tree; in kernel code (`kernel`) also the float constants a value is
+    compared with (`x > 20.0`: a softplus threshold, a clamp)."""
     out: list[Threshold] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
@@ -121,6 +134,10 @@ def _scan_tree(tree: ast.AST, env: dict[str, Any], where: Callable[[int], str]) 
                     out.append(Threshold("dtype", where=where(node.lineno), dtype=name))
         for a, b in zip(sides, sides[1:]):
             for x, c in ((a, b), (b, a)):
+                level = _float_value(c) if kernel else None
+                if level is not None and _float_value(x) is None and 0 < abs(level) < 1e30:
+                    out.append(Threshold("value", where=where(node.lineno), level=level))
+                    continue
                 value = _int_value(c, env)
                 if value is None or _int_value(x, env) is not None:
                     continue
@@ -172,7 +189,7 @@ def _scan(fn: Any, python: bool) -> tuple[tuple[Threshold, ...], tuple[Any, ...]
     env.update({n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, closure)
                 if not _empty_cell(c)} if hasattr(fn, "__code__") else {})
     short = filename.rsplit("/", 1)[-1]
-    out = _scan_tree(tree, env, lambda line: f"{short}:{start + line - 1}")
+    out = _scan_tree(tree, env, lambda line: f"{short}:{start + line - 1}", kernel=not python)
     callees: list[Any] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

@@ -16,7 +16,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ..core.dtypes import DType, from_float64
+from . import hints
 from .cached import choice, integers
+from .plan import steer
+from .plan.classes import Klass
 
 FLOAT_SPECIALS = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny")
 INT_SPECIALS = ("int-min", "int-max", "zero", "minus-one")
@@ -33,6 +36,10 @@ INFINITE_ROWS = "infinite rows"
 #: the rows it draws (each needs the infinities it holds to be allowed): every element -inf, one +inf
 #: among dense values, every element +inf or -inf (both present)
 ROW_KINDS = ("row of -inf", "row of -inf", "row with one +inf", "row of +inf and -inf")
+#: a structure drawn where the kernel compares values with float constants (`tdiff.thresholds`: `x > 20.0`, a
+#: softplus threshold): half the values on or either side of one of them (relative steps of 2^-6 and 2^-9,
+#: which float16 and bfloat16 keep apart), the others dense; two of nine or eleven structures
+NEAR = "near a constant"
 
 
 @dataclass(frozen=True)
@@ -160,7 +167,11 @@ def structure(kind: str, x: np.ndarray, seed: int, dt: DType, spec: Values) -> n
     if kind == "dense" or not dt.is_float or not x.size:
         return x
     rng = np.random.default_rng(seed ^ 0x5EED)
-    if kind == "shifted":
+    if kind == NEAR and hints.levels():
+        level = rng.choice(np.array(hints.levels()), x.size)
+        step = rng.choice([-2.0**-6, -2.0**-9, 0.0, 2.0**-9, 2.0**-6], x.size)
+        x = np.where(rng.random(x.size) < 0.5, level * (1 + step), x)
+    elif kind == "shifted":
         x = x + rng.choice([-8.0, -1.5, 1.5, 8.0])
     elif kind == "negative":
         x = -np.abs(x) - rng.uniform(0.25, 4.0)
@@ -205,11 +216,81 @@ def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT,
     row (along the last dimension) of each of the n values, for tensors of two or more dimensions:
     they may draw the `INFINITE_ROWS` structure."""
     dists = DISTRIBUTIONS if spec.min_value is None or dt.is_float else DISTRIBUTIONS[:-1]
+    if steer.active() and n:
+        with steer.semantic():
+            out, drawn, form = _planned(draw, n, dt, spec, rows, dists)
+            steer.saw_class("", value_class((*drawn, form)))
+            return out, drawn
+    return _values(draw, n, dt, spec, rows, dists)[:2]
+
+
+#: the value classes of a boundary plan (`value_class`), each with the special kinds that make it
+SPECIAL_CLASSES = {"special": ("nan", "inf", "-inf", "-0.0"), "tiny": ("subnormal", "tiny"),
+                   "extremes": ("max", "lowest", "int-min", "int-max"), "zero or -1": ("zero", "minus-one")}
+
+
+def forms(by_row: bool) -> tuple[str, ...]:
+    """The structures a float tensor's values are drawn from (see `STRUCTURES`, `INFINITE_ROWS`, `NEAR`)."""
+    out = STRUCTURES + (INFINITE_ROWS,) * 2 if by_row else STRUCTURES
+    return out + (NEAR,) * 2 if hints.levels() else out
+
+
+def value_class(drawn: tuple[str, ...]) -> str:
+    """The class of a tensor's values in a boundary plan: an infinite row, special values, tiny values,
+    extremes, a structure (shifted, negative, constant, sparse) or ordinary."""
+    if any(d in ROW_KINDS for d in drawn):
+        return "infinite row"
+    if NEAR in drawn:
+        return NEAR
+    for name, kinds in SPECIAL_CLASSES.items():
+        if any(d in kinds for d in drawn):
+            return name
+    if any(d in STRUCTURES for d in drawn):
+        return "structured"
+    return "ordinary"
+
+
+def _classes(dt: DType, spec: Values, rows: np.ndarray | None, dists: tuple[str, ...]) -> tuple[Klass, ...]:
+    kinds = spec.kinds(dt)
+    out = [Klass("ordinary", tuple(("ordinary", d, "") for d in dists))]
+    for name, of in SPECIAL_CLASSES.items():
+        members = tuple((name, d, k) for k in of if k in kinds for d in dists)
+        if members:
+            out.append(Klass(name, members))
+    if dt.is_float:
+        out.append(Klass("structured", tuple(("structured", d, f) for f in STRUCTURES[3:] for d in dists)))
+        if rows is not None and row_kinds(dt, spec):
+            out.append(Klass("infinite row", tuple(("infinite row", d, "") for d in dists)))
+        if hints.levels():
+            out.append(Klass(NEAR, tuple((NEAR, d, "") for d in dists)))
+    return tuple(out)
+
+
+def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray | None,
+             dists: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...], str]:
+    """`values_of` at a planned case: the script of primitive choices that draws the wanted class."""
+    want = steer.choose("", _classes(dt, spec, rows, dists), weight=1, nominal=("ordinary",))
+    if want is not None and want[1] in dists:
+        cls, dist, what = want
+        by_row = row_kinds(dt, spec) if rows is not None and dt.is_float else ()
+        plan: list = [dists.index(dist), steer.FREE] + ([steer.FREE] if dist == "normal" else [])
+        if dt.is_float:
+            form = {"structured": what, "infinite row": INFINITE_ROWS, NEAR: NEAR}.get(cls, "dense")
+            plan.append(forms(bool(by_row)).index(form))
+        kinds = tuple(spec.kinds(dt))
+        if kinds:
+            plan += [True, kinds.index(what), steer.FREE, False] if what in kinds else [False]
+        steer.script(plan)
+    return _values(draw, n, dt, spec, rows, dists)
+
+
+def _values(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray | None,
+            dists: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...], str]:
     dist = draw(choice(dists))
     seed = draw(integers(0, 2**32 - 1))
     scale = draw(integers(-8, 3)) if dist == "normal" else 0  # down to ~0.004: tiny rows, where eps matters
     by_row = row_kinds(dt, spec) if rows is not None and dt.is_float and n else ()
-    form = draw(choice(STRUCTURES + (INFINITE_ROWS,) * 2 if by_row else STRUCTURES)) if dt.is_float else "dense"
+    form = draw(choice(forms(bool(by_row)))) if dt.is_float else "dense"
     x = structure(form, dense(dist, seed, scale, n, dt, spec), seed, dt, spec)
     kinds = tuple(spec.kinds(dt))
     placed: list[tuple[str, int]] = []
@@ -222,7 +303,7 @@ def values_of(draw: st.DrawFn, n: int, dt: DType, spec: Values = DEFAULT,
     drawn = set(final.values())
     if form == INFINITE_ROWS:  # on top of the dense values and the specials
         drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]
-    return out, tuple(sorted(drawn))
+    return out, tuple(sorted(drawn)), form
 
 
 def infinite_row(draw: st.DrawFn, out: np.ndarray, rows: np.ndarray, dt: DType, allowed: tuple[str, ...]) -> str:

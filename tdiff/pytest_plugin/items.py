@@ -38,7 +38,8 @@ def make_item(parent: pytest.Collector, check: Check) -> pytest.Item:
 
     session = session_of_item(parent)
     item = pytest.Function.from_parent(parent, name=check.item_name,
-                                       callobj=hypothesis_test(check, session.get_runner, session.get_recorder))
+                                       callobj=hypothesis_test(check, session.get_runner, session.get_recorder,
+                                                               session.options))
     item.stash[CHECK_KEY] = check
     item.add_marker("tdiff")
     for mark in getattr(check, "marks", ()) or ():

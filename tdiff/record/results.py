@@ -68,6 +68,9 @@ class CheckResult:
     # those the compile budget skipped although drawn cases brought them
     spec_classes: list[str] = field(default_factory=list)
     spec_skipped: list[str] = field(default_factory=list)
+    # the boundary plan's pairs of classes (tdiff.generate.plan.Coverage.as_dict), and its line
+    plan: dict = field(default_factory=dict)
+    plan_line: str = ""
     environments: dict[str, str] = field(default_factory=dict)  # backend in another environment -> its versions
     here: str = ""  # this environment's versions, where another environment ran
     other_versions: Counter = field(default_factory=Counter)  # replayed entries recorded under another Triton

@@ -39,6 +39,8 @@ def record(result: Any) -> dict:
         "budget_beyond": result.budget_beyond,
         "spec_classes": list(result.spec_classes),
         "spec_skipped": list(result.spec_skipped),
+        "plan": dict(result.plan),
+        "plan_line": result.plan_line,
         "hang_timeout": result.hang_timeout,
         "wall": round(result.wall, 3),
         "replayed": [list(x) for x in result.replayed],
@@ -98,6 +100,8 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
         lines.append(f"          kernel code no case ran: {text}")
     for text in s.get("spec_classes") or ():
         lines.append(f"          specialization classes: {text}")
+    if s.get("plan_line"):
+        lines.append(f"          boundary plan: {s['plan_line']}")
     if s.get("hang_timeout"):
         lines.append(f"          after a hang, runs of this check waited at most {s['hang_timeout']:.1f}s")
     for n in s["notes"]:
@@ -256,6 +260,10 @@ def aggregate(summaries: list[dict]) -> list[Row]:
             row("specialization classes the compile budget skipped", None).add(cid, None, s["spec_skipped"][0])
         if s.get("spec_classes"):
             row("specialization classes no case compiled", None).add(cid, None, s["spec_classes"][0])
+        plan = s.get("plan") or {}
+        if plan.get("pairs") and plan.get("covered", 0) < plan["pairs"]:
+            row("boundary plan: pairs of classes no planned case held", None).add(
+                cid, None, s.get("plan_line", "").removeprefix("pairs of classes: "))
         if s.get("hang_timeout"):
             row("per-case timeout shortened after a hang", None).add(
                 cid, None, f"runs waited at most {s['hang_timeout']:.1f}s")
@@ -265,7 +273,8 @@ def aggregate(summaries: list[dict]) -> list[Row]:
             row("compared without a reference", None).add(cid, None, s["pair_note"])
         for why, n in sorted((s.get("unbatched") or {}).items()):
             row("interpreted program by program (the same result, slower): a batch stopped").add(cid, n, why)
-    order = ("interpreter shim", "passed with a caveat", "not judged", "kernel code", "specialization", "per-case",
+    order = ("interpreter shim", "passed with a caveat", "not judged", "kernel code", "specialization", "boundary plan",
+             "per-case",
              "corpus entries", "compared without", "interpreted program by program")
     return sorted(rows.values(), key=lambda r: (next(i for i, o in enumerate(order) if r.kind.startswith(o)),
                                                 -len(r.checks), r.kind))

@@ -1,0 +1,131 @@
+"""A pairwise covering plan, built greedily row by row (as AETG and PICT do), from what each row really drew.
+
+First, one row per size that can be 1, every other point at its nominal class (`unit_rows`). Then every
+pair of classes of two choice points (in different slots) is a target. Each row starts from a
+pair not yet covered and gives every other point the class that covers the most pairs still missing.
+Rows are realized by drawing the case, and only the pairs the drawn case really holds count as covered
+(`pairs_of`): a choice point that exists only for some draws, or a class a dependency rules out, is
+learnt from the draws, never assumed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+
+from .classes import Point
+
+Cell = tuple[str, str]  # (point key, class name)
+Pair = tuple[Cell, Cell]
+
+
+def _pair(a: Cell, b: Cell) -> Pair:
+    return (a, b) if a <= b else (b, a)
+
+
+def all_pairs(points: Mapping[str, Point]) -> set[Pair]:
+    keys = sorted(points)
+    out: set[Pair] = set()
+    for i, k in enumerate(keys):
+        for q in keys[i + 1:]:
+            if points[k].slot == points[q].slot:
+                continue
+            for a in points[k].names():
+                for b in points[q].names():
+                    out.add(_pair((k, a), (q, b)))
+    return out
+
+
+def pairs_of(seen: Mapping[str, str], points: Mapping[str, Point]) -> set[Pair]:
+    """The pairs a drawn case holds (its points' classes, two by two)."""
+    cells = sorted((k, c) for k, c in seen.items() if k in points)
+    return {_pair(a, b) for i, a in enumerate(cells) for b in cells[i + 1:]
+            if points[a[0]].slot != points[b[0]].slot}
+
+
+def unit_rows(points: Mapping[str, Point]) -> list[dict[str, str]]:
+    """One row per size that can be 1 (a decode step, one head, a batch of one): that point at 1, every other
+    at its nominal class (sizes away from 1, packed layouts, ordinary values). The bug class of a size-1
+    dimension among larger ones, which pairs alone leave to the classes the rest of a row happens to get."""
+    out = []
+    for k, p in sorted(points.items()):
+        if not p.nominal or "1" not in p.names() or len(p.names()) < 2:
+            continue
+        row = {k: "1"}
+        for q, pq in sorted(points.items()):
+            if q == k or pq.slot == p.slot:
+                continue
+            usual = [c for c in pq.nominal if c in pq.names()]
+            if usual:
+                row[q] = usual[0]
+        out.append(row)
+    return out
+
+
+def _is_size(p: Point) -> bool:
+    return "1" in p.names() and bool(p.nominal)
+
+
+def single_rows(points: Mapping[str, Point], rng: random.Random) -> list[dict[str, str]]:
+    """Rows that give every class of every point other than a size (layouts, dtypes, value classes, a user's
+    choices) once, over nominal sizes: a non-contiguous layout with a tail, an expanded input with more than
+    one column, special values in an ordinary shape. Several points take a class in one row (a tensor's
+    layout and another's values), each point one class a row, in an order drawn with `rng`."""
+    todo: dict[str, list[str]] = {}
+    for k, p in sorted(points.items()):
+        if _is_size(p):
+            continue
+        rest = [c for c in p.names() if c not in p.nominal[:1]]
+        rng.shuffle(rest)
+        if rest:
+            todo[k] = rest
+    out = []
+    while any(todo.values()):
+        row: dict[str, str] = {}
+        for k, p in sorted(points.items()):
+            if todo.get(k):
+                row[k] = todo[k].pop(0)
+            else:
+                usual = [c for c in p.nominal if c in p.names()]
+                if usual:
+                    row[k] = usual[0]
+        out.append(row)
+    return out
+
+
+def weight(pair: Pair, points: Mapping[str, Point]) -> int:
+    return points[pair[0][0]].weight * points[pair[1][0]].weight
+
+
+def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.Random,
+             candidates: int = 8) -> tuple[dict[str, str], Pair] | None:
+    """The class of each point for the next row, and the pair it was built around (one of the heaviest
+    missing); None when none is missing. A row's worth is the weight of the missing pairs it holds."""
+    left = {p: weight(p, points) for p in missing}
+    if not left:
+        return None
+    top = max(left.values())
+    heaviest = sorted(p for p, w in left.items() if w == top)
+    best: tuple[int, dict[str, str], Pair] | None = None
+    keys = sorted(points)
+    for _ in range(candidates):
+        seed = heaviest[rng.randrange(len(heaviest))]
+        row = {seed[0][0]: seed[0][1], seed[1][0]: seed[1][1]}
+        slots = {points[k].slot for k in row}
+        order = [k for k in keys if k not in row]
+        rng.shuffle(order)
+        for k in order:
+            if points[k].slot in slots:
+                continue
+            scores = []
+            for c in points[k].names():
+                gain = sum(left.get(_pair((k, c), (q, row[q])), 0) for q in row)
+                scores.append((gain, c in points[k].nominal, rng.random(), c))
+            row[k] = max(scores)[3]
+            slots.add(points[k].slot)
+        cells = sorted(row.items())
+        gain = sum(left.get(_pair(a, b), 0) for i, a in enumerate(cells) for b in cells[i + 1:])
+        if best is None or gain > best[0]:
+            best = (gain, row, seed)
+    assert best is not None
+    return best[1], best[2]

@@ -1,0 +1,112 @@
+"""The boundary plan: planned cases cover pairs of classes, inside user composites too, and are ordinary
+cases (judged, shrunk, reproduced)."""
+
+import pytest
+from hypothesis.control import BuildContext
+from hypothesis.internal.conjecture.data import ConjectureData
+
+import tdiff
+from tdiff.declaration import checks_of
+from tdiff.generate import case_strategy
+from tdiff.generate.plan import boundary_plan
+from tdiff.generate.plan.covering import all_pairs, next_row
+from tests import plan_kernels as P
+
+
+def _replay(strategy, choices):
+    data = ConjectureData.for_choices(choices)
+    try:
+        ctx = BuildContext(data, is_final=False, wrapped_test=None)
+    except TypeError:
+        ctx = BuildContext(data, is_final=False)
+    with ctx:
+        return data.draw(strategy)
+
+
+def test_plan_covers_every_pair_inside_a_user_composite():
+    (check,) = checks_of(P.knob_kernel)
+    strategy = case_strategy(check)
+    plan = boundary_plan(strategy, 60, seed=1)
+    cov = plan.coverage
+    names = {"inputs#0[0..5]": "a", "inputs#1[0..3]": "b", "inputs#2?": "flip"}
+    assert set(names) <= {k for m in cov.missing for k in names} | set(names)
+    # every pair of the composite's three choices is held by a replayed planned case
+    held = set()
+    for choices in plan.choices:
+        case = _replay(strategy, choices)
+        v = case.inputs
+        held |= {("a", v["a"], "b", v["b"]), ("a", v["a"], "flip", v["flip"]), ("b", v["b"], "flip", v["flip"])}
+    want = ({("a", a, "b", b) for a in range(6) for b in range(4)} | {("a", a, "flip", f) for a in range(6)
+            for f in (False, True)} | {("b", b, "flip", f) for b in range(4) for f in (False, True)})
+    assert want <= held
+    assert cov.covered <= cov.pairs and cov.rows == len(plan.choices) <= 60
+
+
+def test_plan_covers_sizes_and_layouts_of_tdiff_strategies():
+    (check,) = checks_of(P.knob_kernel)
+    plan = boundary_plan(case_strategy(check), 30, seed=2)
+    sizes = {_replay(case_strategy(check), c).inputs["x"].shape[0] for c in plan.choices}
+    assert 1 in sizes and 40 in sizes  # the least and the most of tst.sizes(max_value=40)
+    assert any(s % 16 == 0 for s in sizes)
+
+
+def test_covering_rows_cover_all_pairs_of_independent_points():
+    from tdiff.generate.plan.classes import Klass, Point
+
+    points = {k: Point(k, tuple(Klass(str(i), (i,)) for i in range(3)), k) for k in "abcd"}
+    covered, rows = set(), 0
+    import random
+
+    rng = random.Random(0)
+    while (picked := next_row(points, all_pairs(points) - covered, rng)) is not None:
+        row, _ = picked
+        cells = sorted(row.items())
+        covered |= {(x, y) for i, x in enumerate(cells) for y in cells[i + 1:]}
+        rows += 1
+    assert covered == all_pairs(points)
+    assert rows <= 12  # a greedy covering array of 4 points of 3 classes (9 rows at best)
+
+
+def _opts(tmp_path, plan, examples=None):
+    return tdiff.RunOptions(profile="ci", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out",
+                            isolation="none", shrink_budget=20, plan=plan, max_examples=examples)
+
+
+def test_a_planned_case_that_fails_is_shrunk_and_reproduced(tmp_path):
+    # 24 pairs of (a, b): 30 planned cases cover them all (the greedy plan), the bug's among them
+    with pytest.raises(tdiff.DivergenceError) as err:
+        tdiff.verify(P.knob_pair_bug, options=_opts(tmp_path, 30, 40))
+    (result,) = err.value.results
+    assert result.plan["rows"] >= 1 and result.first_failure <= result.plan["rows"]  # a planned case failed
+    (div,) = result.failures
+    assert div.verdict.label == "disagrees with reference"
+    assert div.case.inputs["a"] == 5 and div.case.inputs["b"] == 3
+    assert div.case.inputs["x"].shape == (1,)  # shrunk like any drawn case
+    assert div.repro_path is not None and div.repro_path.exists()
+    assert "knob_pair_bug" in div.repro_path.read_text()
+
+
+def test_the_plan_is_reported(tmp_path):
+    (result,) = tdiff.verify(P.knob_kernel, options=_opts(tmp_path, None))
+    assert result.plan["rows"] == 15 and result.plan["pairs"] > 0  # 3/4 of the ci profile's 20 examples
+    assert result.plan_line.startswith(f"pairs of classes: {result.plan['covered']} of {result.plan['pairs']}")
+    (off,) = tdiff.verify(P.knob_kernel, options=_opts(tmp_path, 0))
+    assert off.plan == {} and off.plan_line == ""
+
+
+def test_values_either_side_of_a_float_constant_the_kernel_compares_with():
+    import numpy as np
+
+    from tdiff.drive.search import kernel_thresholds
+
+    (check,) = checks_of(P.threshold_kernel)
+    found = kernel_thresholds(check, tdiff.RunOptions())
+    assert [t.level for t in found if t.kind == "value"] == [20.0]
+    strategy = case_strategy(check, None, found)
+    plan = boundary_plan(strategy, 15, seed=3)
+    near = []
+    for choices in plan.choices:
+        x = _replay(strategy, choices).inputs["x"]
+        v = x.values().astype(np.float64)
+        near += [float(a) for a in v if 19.0 < a < 21.0]
+    assert any(a > 20.0 for a in near) and any(a <= 20.0 for a in near)  # both sides of the branch

@@ -1,4 +1,4 @@
-"""The snippets of FINDINGS.md liger 14, 15, 16 and of the layer_norm observation (FlagGems), run on the
+"""The snippets of FINDINGS.md liger 14, 15, 16, 17 and of the layer_norm observation (FlagGems), run on the
 compiled kernels (needs a CUDA GPU).
 
 Each prints the library's result beside the reference's; the finding holds where they differ as FINDINGS.md says.
@@ -43,6 +43,24 @@ def liger_16() -> None:
     print("liger 16: z_loss", z.item(), "torch", want.item(), "holds:", bool(torch.isnan(z).all()))
 
 
+def liger_17() -> None:
+    """FINDINGS.md liger 17 / triton 14: hidden size 1, float16, casting_mode "none"."""
+    from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+
+    f16 = dict(dtype=torch.float16, device="cuda")
+    X = torch.zeros((1, 1), **f16, requires_grad=True)
+    R = torch.zeros((1, 1), **f16, requires_grad=True)
+    W = torch.ones(1, **f16, requires_grad=True)
+    Y, S = LigerFusedAddRMSNormFunction.apply(X, R, W, 1e-6, 0.0, "none", False)
+    Y.backward(torch.ones_like(Y))
+    two = torch.zeros((1, 2), **f16, requires_grad=True)
+    Y2, _ = LigerFusedAddRMSNormFunction.apply(two, torch.zeros((1, 2), **f16), torch.ones(2, **f16), 1e-6, 0.0,
+                                               "none", False)
+    Y2.backward(torch.ones_like(Y2))
+    print("liger 17: dX (hidden 1)", X.grad.flatten().tolist(), "dX (hidden 2)", two.grad.flatten().tolist(),
+          "holds:", bool(torch.isnan(X.grad).any() and torch.isfinite(two.grad).all()))
+
+
 def layer_norm_observation() -> None:
     import flag_gems
 
@@ -59,7 +77,7 @@ def layer_norm_observation() -> None:
 
 
 if __name__ == "__main__":
-    for f in (liger_14, liger_15, liger_16, layer_norm_observation):
+    for f in (liger_14, liger_15, liger_16, liger_17, layer_norm_observation):
         try:
             f()
         except Exception as exc:  # noqa: BLE001  one snippet failing does not hide the others

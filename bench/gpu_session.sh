@@ -86,6 +86,60 @@ $($PY bench/backend_seconds.py "$OUT/real_$how.json")"
     done
 }
 
+plan_figures() {  # checks whose specialization classes no case compiled, and the boundary plan, from a --tdiff-json
+    $PY - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+checks = d.get("checks") or d.get("results") or []
+spec = [c for c in checks if c.get("spec_classes")]
+planned = [c for c in checks if (c.get("plan") or {}).get("rows")]
+t = d["totals"]
+print(f"{len(checks)} checks, {t['cases']} cases; {len(spec)} with specialization classes no case compiled; "
+      f"{len(planned)} with a boundary plan ({sum(c['plan']['rows'] for c in planned)} planned cases); "
+      f"{t['compiles']} compiles, {t['compile_seconds']:.0f} s; backends {t['seconds']}")
+PY
+}
+
+step_main_before() {  # the main job with the code before the boundary plan (.before/: git archive of that commit)
+    local t0=$SECONDS
+    (cd .before && rm -rf .tdiff .hypothesis && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 \
+        -p no:cacheprovider --tdiff-json "$OUT/main_before.json" > "$OUT/main_before.txt" 2>&1)
+    summary "main job BEFORE: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/main_before.txt"); \
+$(plan_figures "$OUT/main_before.json")"
+}
+
+step_main_plan() {  # the main job with the boundary plan (this checkout)
+    local t0=$SECONDS
+    rm -rf .tdiff .hypothesis
+    $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider --tdiff-json "$OUT/main_plan.json" \
+        > "$OUT/main_plan.txt" 2>&1
+    summary "main job PLAN: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/main_plan.txt"); $(plan_figures "$OUT/main_plan.json")"
+}
+
+step_real_seeds() {  # the real suites at SEEDS, with the code of WHICH (before: .before/, plan: this checkout)
+    for which in ${WHICH:-plan}; do
+        for seed in ${SEEDS:-1 2}; do
+            local t0=$SECONDS dir=.
+            [ "$which" = before ] && dir=.before
+            (cd $dir && rm -rf .tdiff && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems \
+                -n 8 -p no:cacheprovider --tdiff-seed $seed -q --tdiff-json "$OUT/real_${which}_$seed.json" \
+                > "$OUT/real_${which}_$seed.txt" 2>&1)
+            summary "real suites $which seed $seed: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/real_${which}_$seed.txt")"
+        done
+    done
+}
+
+step_power_generic() {  # the planted bugs declared generically, with and without the plan, compiled path on every case
+    local t0=$SECONDS only=rope_bhsd,tile_even,copy_mis,bias_exp,colsum_trans
+    $PY bench/power.py --no-originals --only $only --seeds ${POWER_SEEDS:-10} --plan 0 --out "$OUT/power_generic_before.md" \
+        > "$OUT/power_generic_before.txt" 2>&1
+    summary "power generic, plan 0: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power_generic_before.md")"
+    t0=$SECONDS
+    $PY bench/power.py --no-originals --only $only --seeds ${POWER_SEEDS:-10} --out "$OUT/power_generic_plan.md" \
+        > "$OUT/power_generic_plan.txt" 2>&1
+    summary "power generic, plan: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power_generic_plan.md")"
+}
+
 setup
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(main localize findings gpu_tests seeds stages)

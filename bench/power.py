@@ -175,8 +175,8 @@ def originals() -> list[Check]:
         out += declared_in(mod)
     from bench import power_mutants  # the blind-spot classes' originals, declared beside their mutants
 
-    for kernel in power_mutants.ORIGINALS:
-        out += [c for c in tdiff.checks_of(kernel) if c.module == power_mutants.__name__]
+    for kernel in power_mutants.ORIGINALS:  # (and those of the generic declarations, bench/power_generic.py)
+        out += [c for c in tdiff.checks_of(kernel) if c.module in (power_mutants.__name__, "bench.power_generic")]
     return out
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import kernels
-from ..core.backend_spec import BackendSpec
+from ..core.backend_spec import BackendSpec, label_kind
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.settings import RunOptions, prepare_run_dir
@@ -124,6 +124,7 @@ class Runner:
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
             result.spec_classes = budget.coverage()
+            result.spec_unreachable = budget.coverage(reachable=False)
             result.spec_skipped = _skipped_classes(budget)
             if result.spec_skipped:
                 result.notes.append("the compile budget never compiled specialization classes that drawn cases "
@@ -308,6 +309,14 @@ class Runner:
             result.other_versions[recorded_under] += 1
             result.notes.append(f"corpus entry {entry.path} was recorded under {recorded_under}; replayed here under "
                                 f"triton {corpus_mod.triton_here()}")
+        pair = (meta.get("divergence") or {}).get("pair") or ()
+        if known and any(label_kind(b, unprimed=True) == "compiled" for b in pair) \
+                and not any(label_kind(b.label, unprimed=True) == "compiled" for b in judge.opinions.backends):
+            # (it would read as fixed: the backend that showed it did not run)
+            result.replayed.append((entry.id, "not judged"))
+            result.notes.append(f"corpus entry {entry.path} could not be judged here: its known divergence is the "
+                                "compiled backend's, which did not run (no CUDA GPU, or not among the backends)")
+            return "not judged"
         verdict, ev = judge.verdict(case, final=known)  # a known divergence's note names its cause
         judge.account(verdict, ev)
         if verdict.label == NOT_JUDGED:

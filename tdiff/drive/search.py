@@ -102,13 +102,13 @@ def kernel_thresholds(check: Any, options: Any) -> tuple:
 
 
 def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
-            result: Any) -> hypothesis.settings:
+            result: Any) -> tuple[hypothesis.settings, Callable[[], None] | None]:
     """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
-    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases. The plan's
-    coverage goes to `result`."""
+    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases; and what puts the
+    plan's entries back as they were before a run (None without a plan). The plan's coverage goes to `result`."""
     rows = options.plan if options.plan is not None else 3 * settings.max_examples // 4
     if rows <= 0 or Phase.reuse not in settings.phases:
-        return settings
+        return settings, None
     # the same seed as the search's: a derandomized plan is the check id's, a seeded one the seed's
     seed = options.seed if options.seed is not None else stable_seed(check.id) if settings.derandomize \
         else random.getrandbits(64)
@@ -118,15 +118,16 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
         raise
     except Exception as exc:  # drawing failed: the search proper will say why
         result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
-        return settings
+        return settings, None
     result.plan = plan.coverage.as_dict()
     result.plan_line = plan.coverage.line()
     if not plan.choices:
-        return settings
+        return settings, None
     # (a derandomized run is seeded by the check's id instead: hypothesis allows no database with derandomize)
     # (a seeded run keeps no database of its own, as hypothesis.seed has it)
     base = settings.database if options.seed is None else None
-    return hypothesis.settings(settings, derandomize=False, database=seeded_database(plan.choices, key, base))
+    db, planned_part = seeded_database(plan.choices, key, base)
+    return hypothesis.settings(settings, derandomize=False, database=db), planned_part.restart
 
 
 def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any],
@@ -181,6 +182,7 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
         opinions = judge.opinions if compiled or compile_free is None else compile_free
         before, before_s = result.compiles, result.compile_seconds
         verdict, ev = judge.verdict(case, opinions=opinions)
+        budget.saw(r for o in ev.outcomes.values() for r in o.launches)
         if compiled and budget.active:
             reported = [k for o in ev.outcomes.values() if o.launch_keys is not None for k in o.launch_keys]
             if not reported and any(k == "compiled" for k in opinions.kinds):
@@ -218,7 +220,7 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
     derandomized = settings.derandomize
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
-    settings = planned(check, case_strategy(check, None, found), settings, options, key, result)
+    settings, restart_plan = planned(check, case_strategy(check, None, found), settings, options, key, result)
     wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None, found))(test))
     wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:
@@ -237,6 +239,8 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
         except Exception as exc:  # drawing failed: the search proper will say why
             result.notes.append(f"compiling ahead: drawing the cases failed ({type(exc).__name__}: {exc})")
         ahead(pending.pop("preview")[:settings.max_examples])
+        if restart_plan is not None:
+            restart_plan()  # (the search proper starts from the plan alone, as the preview did)
     if on_case is not None:
         on_case("searching")
     try:

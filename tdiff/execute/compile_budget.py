@@ -59,6 +59,9 @@ class CompileBudget:
     reached_after: int | None = None  # cases run when the budget was reached
     classes: set = field(default_factory=set)  # features compiled
     drawn: set = field(default_factory=set)  # features seen in drawn cases' keys
+    # (kernel, argument index) -> how the launches passed it: "input" (into a drawn tensor's storage), "tensor"
+    # (a buffer `launch` allocated), a scalar's kind
+    arg_kinds: dict = field(default_factory=dict)
     _seen: set = field(default_factory=set)
     _runs: int = 0
     _decided: dict = field(default_factory=dict)
@@ -114,6 +117,13 @@ class CompileBudget:
         if self.reached_after is None and self.exhausted:
             self.reached_after = self._runs
 
+    def saw(self, launches: Iterable[Any]) -> None:
+        """Record how a case's launches (`LaunchRecord`s) passed each positional argument."""
+        for rec in launches:
+            for i, arg in enumerate(rec.args):
+                if isinstance(arg, dict):
+                    self.arg_kinds.setdefault((rec.kernel, i), set()).add(arg.get("kind"))
+
     def describe(self) -> str | None:
         """A line for the report once the budget was reached, else None."""
         if self.reached_after is None:
@@ -125,9 +135,10 @@ class CompileBudget:
                 f"{self.skipped} drawn case(s) combining classes already compiled ran without the compiled backend "
                 "(--tdiff-compile-budget / --tdiff-max-compiles change the budget, 0 lifts it)")
 
-    def coverage(self) -> list[str]:
-        """Per kernel argument: the specialization classes compiled, and those it could take that
-        no drawn case reached."""
+    def coverage(self, reachable: bool = True) -> list[str]:
+        """Per kernel argument: the specialization classes it could take that no drawn case compiled
+        (`reachable`), or those no case can reach, with why (not `reachable`: a pointer into a buffer the
+        check's `launch` allocates)."""
         by_param: dict[tuple, set] = defaultdict(set)
         for name, index, cls in self.classes:
             if index != "options" and isinstance(cls, tuple) and len(cls) == 2:
@@ -139,10 +150,21 @@ class CompileBudget:
             kinds = {c[0] for c in compiled}
             if any(k == "constexpr" for k in kinds):
                 continue
-            table = POINTER_CLASSES if any(str(k).startswith("*") for k in kinds) else INT_CLASSES
+            pointer = any(str(k).startswith("*") for k in kinds)
+            table = POINTER_CLASSES if pointer else INT_CLASSES
             got = {c[1] for c in compiled if isinstance(c, tuple) and len(c) == 2}
+            if not got & set(table):
+                continue  # not a pointer or an integer Triton specializes (a float scalar)
             missing = [text for flag, text in table.items() if flag not in got]
-            if missing:
+            if not missing:
+                continue
+            how = self.arg_kinds.get((name, index), set())
+            if pointer and how == {"tensor"}:  # (the caching allocator aligns every buffer it hands out)
+                if not reachable:
+                    lines.append(f"{name} argument {index}: {' or '.join(missing)} cannot be reached: a buffer "
+                                 "`launch` allocates, never a drawn tensor")
+                continue
+            if reachable:
                 lines.append(f"{name} argument {index}: never compiled {' or '.join(missing)} "
                              f"(compiled: {', '.join(text for flag, text in table.items() if flag in got)})")
         return lines

@@ -37,9 +37,11 @@ INFINITE_ROWS = "infinite rows"
 #: among dense values, every element +inf or -inf (both present)
 ROW_KINDS = ("row of -inf", "row of -inf", "row with one +inf", "row of +inf and -inf")
 #: a structure drawn where the kernel compares values with float constants (`tdiff.thresholds`: `x > 20.0`, a
-#: softplus threshold): half the values on or either side of one of them (relative steps of 2^-6 and 2^-9,
-#: which float16 and bfloat16 keep apart), the others dense; two of nine or eleven structures
+#: softplus threshold): half the values (at least three) on one of them and either side of it (relative steps
+#: of 2^-9 and 2^-6, which float16 keeps apart), the others dense; two of nine or eleven structures
 NEAR = "near a constant"
+#: a value class of the boundary plan: a normal draw of scale 2^-8 to 2^-6
+SMALL = "small"
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,12 @@ def structure(kind: str, x: np.ndarray, seed: int, dt: DType, spec: Values) -> n
         return x
     rng = np.random.default_rng(seed ^ 0x5EED)
     if kind == NEAR and hints.levels():
-        level = rng.choice(np.array(hints.levels()), x.size)
-        step = rng.choice([-2.0**-6, -2.0**-9, 0.0, 2.0**-9, 2.0**-6], x.size)
-        x = np.where(rng.random(x.size) < 0.5, level * (1 + step), x)
+        # at least three values (all where fewer): on a constant, just above, just below, and so on
+        at = rng.permutation(x.size)[:max(min(3, x.size), x.size // 2)]
+        levels = np.array(hints.levels())
+        steps = np.array([0.0, 2.0**-9, -2.0**-9, 2.0**-6, -2.0**-6])
+        x = x.copy()
+        x[at] = levels[np.arange(at.size) // steps.size % levels.size] * (1 + steps[np.arange(at.size) % steps.size])
     elif kind == "shifted":
         x = x + rng.choice([-8.0, -1.5, 1.5, 8.0])
     elif kind == "negative":
@@ -236,10 +241,12 @@ def forms(by_row: bool) -> tuple[str, ...]:
 
 
 def value_class(drawn: tuple[str, ...]) -> str:
-    """The class of a tensor's values in a boundary plan: an infinite row, special values, tiny values,
-    extremes, a structure (shifted, negative, constant, sparse) or ordinary."""
-    if any(d in ROW_KINDS for d in drawn):
-        return "infinite row"
+    """The class of a tensor's values in a boundary plan: an infinite row (of each `ROW_KINDS`), special
+    values, tiny values, extremes, a structure (shifted, negative, constant, sparse), small values (a
+    normal draw of scale 2^-8 to 2^-6: rows whose mean square is tiny, where eps matters) or ordinary."""
+    for d in drawn:
+        if d in ROW_KINDS:
+            return d
     if NEAR in drawn:
         return NEAR
     for name, kinds in SPECIAL_CLASSES.items():
@@ -247,20 +254,23 @@ def value_class(drawn: tuple[str, ...]) -> str:
             return name
     if any(d in STRUCTURES for d in drawn):
         return "structured"
-    return "ordinary"
+    return SMALL if SMALL in drawn else "ordinary"
 
 
 def _classes(dt: DType, spec: Values, rows: np.ndarray | None, dists: tuple[str, ...]) -> tuple[Klass, ...]:
     kinds = spec.kinds(dt)
     out = [Klass("ordinary", tuple(("ordinary", d, "") for d in dists))]
+    if dt.is_float and "normal" in dists:
+        out.append(Klass(SMALL, tuple((SMALL, "normal", str(k)) for k in (-8, -7, -6))))
     for name, of in SPECIAL_CLASSES.items():
         members = tuple((name, d, k) for k in of if k in kinds for d in dists)
         if members:
             out.append(Klass(name, members))
     if dt.is_float:
         out.append(Klass("structured", tuple(("structured", d, f) for f in STRUCTURES[3:] for d in dists)))
-        if rows is not None and row_kinds(dt, spec):
-            out.append(Klass("infinite row", tuple(("infinite row", d, "") for d in dists)))
+        if rows is not None:
+            for k in dict.fromkeys(row_kinds(dt, spec)):
+                out.append(Klass(k, tuple((k, d, "") for d in dists)))
         if hints.levels():
             out.append(Klass(NEAR, tuple((NEAR, d, "") for d in dists)))
     return tuple(out)
@@ -273,13 +283,16 @@ def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray 
     if want is not None and want[1] in dists:
         cls, dist, what = want
         by_row = row_kinds(dt, spec) if rows is not None and dt.is_float else ()
-        plan: list = [dists.index(dist), steer.FREE] + ([steer.FREE] if dist == "normal" else [])
+        scale = int(what) if cls == SMALL else steer.FREE
+        plan: list = [dists.index(dist), steer.FREE] + ([scale] if dist == "normal" else [])
         if dt.is_float:
-            form = {"structured": what, "infinite row": INFINITE_ROWS, NEAR: NEAR}.get(cls, "dense")
+            form = {"structured": what, NEAR: NEAR}.get(cls, INFINITE_ROWS if cls in ROW_KINDS else "dense")
             plan.append(forms(bool(by_row)).index(form))
         kinds = tuple(spec.kinds(dt))
         if kinds:
             plan += [True, kinds.index(what), steer.FREE, False] if what in kinds else [False]
+        if cls in ROW_KINDS and by_row:
+            plan.append(by_row.index(cls))  # which row (`infinite_row`)
         steer.script(plan)
     return _values(draw, n, dt, spec, rows, dists)
 
@@ -303,7 +316,9 @@ def _values(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray |
     drawn = set(final.values())
     if form == INFINITE_ROWS:  # on top of the dense values and the specials
         drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]
-    return out, tuple(sorted(drawn)), form
+    # the structure, and for `value_class` whether dense values are small (the tags name special values only)
+    what = SMALL if form == "dense" and dist == "normal" and scale <= -6 else form
+    return out, tuple(sorted(drawn)), what
 
 
 def infinite_row(draw: st.DrawFn, out: np.ndarray, rows: np.ndarray, dt: DType, allowed: tuple[str, ...]) -> str:

@@ -68,6 +68,7 @@ class CheckResult:
     # those the compile budget skipped although drawn cases brought them
     spec_classes: list[str] = field(default_factory=list)
     spec_skipped: list[str] = field(default_factory=list)
+    spec_unreachable: list[str] = field(default_factory=list)  # classes no case can reach, and why
     # the boundary plan's pairs of classes (tdiff.generate.plan.Coverage.as_dict), and its line
     plan: dict = field(default_factory=dict)
     plan_line: str = ""

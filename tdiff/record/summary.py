@@ -39,6 +39,7 @@ def record(result: Any) -> dict:
         "budget_beyond": result.budget_beyond,
         "spec_classes": list(result.spec_classes),
         "spec_skipped": list(result.spec_skipped),
+        "spec_unreachable": list(result.spec_unreachable),
         "plan": dict(result.plan),
         "plan_line": result.plan_line,
         "hang_timeout": result.hang_timeout,
@@ -99,6 +100,8 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
     for text in s.get("never_ran") or ():
         lines.append(f"          kernel code no case ran: {text}")
     for text in s.get("spec_classes") or ():
+        lines.append(f"          specialization classes: {text}")
+    for text in s.get("spec_unreachable") or ():
         lines.append(f"          specialization classes: {text}")
     if s.get("plan_line"):
         lines.append(f"          boundary plan: {s['plan_line']}")

@@ -23,6 +23,8 @@ from .steer import Steering, steering
 DISCOVERY = 4
 #: how many missing pairs a report names
 NAMED = 3
+#: draws of one planned row before it counts as rejected by the strategy
+RETRIES = 3
 
 
 @dataclass
@@ -136,7 +138,11 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
                 break
             row, aim = picked
         wants = {k: rng.choice(points[k].classes[points[k].names().index(c)].members) for k, c in row.items()}
-        drawn = realize(strategy, wants, rng.getrandbits(32))
+        drawn = None
+        for _ in range(RETRIES):  # (a filter inside the strategy may reject one draw of the row and not another)
+            drawn = realize(strategy, wants, rng.getrandbits(32))
+            if drawn is not None:
+                break
         if drawn is None:
             cov.failed_rows += 1
             tried[aim] = tried.get(aim, 0) + 2
@@ -164,24 +170,23 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
     return Plan(choices, cov)
 
 
-def seeded_database(choices: Sequence[tuple], key: bytes, base: Any = None) -> Any:
+def seeded_database(choices: Sequence[tuple], key: bytes, base: Any = None) -> tuple[Any, Any]:
     """An example database holding `choices` under `key` (hypothesis's reuse phase runs them first), over
-    `base` (the run's own database, which keeps what the run saves)."""
+    `base` (the run's own database, which keeps what the run saves); and the planned part, whose `restart()`
+    puts it back as it was (each run of a test then starts from the plan alone: a preview run draws the cases
+    the search then draws)."""
     from hypothesis.database import InMemoryExampleDatabase, MultiplexedDatabase, choices_to_bytes
 
-    class Kept(InMemoryExampleDatabase):
-        """Planned entries stay for every run of the search (a preview run's reuse phase deletes the
-        entries that passed)."""
+    # one choice more than the case draws: hypothesis takes an entry it replays exactly for one it shrank
+    # before and would not shrink it again; a planned case that fails is shrunk like a drawn one
+    entries = [choices_to_bytes((*c, 0)) for c in choices]
 
-        def delete(self, key: bytes, value: bytes) -> None:
-            pass
+    class Planned(InMemoryExampleDatabase):
+        def restart(self) -> None:
+            self.data.clear()
+            for e in entries:
+                self.save(key, e)
 
-        def move(self, src: bytes, dest: bytes, value: bytes) -> None:
-            self.save(dest, value)
-
-    mem = Kept()
-    for c in choices:
-        # one choice more than the case draws: hypothesis takes an entry it replays exactly for one it shrank
-        # before and would not shrink it again; a planned case that fails is shrunk like a drawn one
-        mem.save(key, choices_to_bytes((*c, 0)))
-    return mem if base is None else MultiplexedDatabase(mem, base)
+    mem = Planned()
+    mem.restart()
+    return (mem if base is None else MultiplexedDatabase(mem, base)), mem

@@ -34,8 +34,12 @@ def test_nan_inf_and_signed_zero_policy():
 def test_exact_for_integers_bool_and_data_movement():
     assert from_ops({"farith"}, "int32").exact and from_ops(set(), "float32").exact
     tol = from_ops(set(), "float16")
-    raw_a, raw_b = np.array([1.0, -0.0], np.float16), np.array([1.0, 0.0], np.float16)
-    assert list(close(f64(raw_a), f64(raw_b), tol, raw_a=raw_a, raw_b=raw_b)) == [True, False]  # bits, not values
+    raw_a, raw_b = np.array([1.0, -0.0, 2.0], np.float16), np.array([1.0, 0.0, 2.0 + 2**-9], np.float16)
+    assert list(close(f64(raw_a), f64(raw_b), tol, raw_a=raw_a, raw_b=raw_b)) == [True, True, False]  # bits, not values
+    # -0.0 equals 0.0 unless the check declares signed zeros (a correct cross-entropy backward writes -0.0 where
+    # torch writes 0.0)
+    signed = Tolerance(exact=True, signed_zero=True)
+    assert list(close(f64(raw_a), f64(raw_b), signed, raw_a=raw_a, raw_b=raw_b)) == [True, False, False]
     big_a, big_b = np.array([2**60], np.int64), np.array([2**60 + 1], np.int64)  # equal once in float64
     assert not close(f64(big_a), f64(big_b), from_ops(set(), "int64"), raw_a=big_a, raw_b=big_b).any()
 
@@ -290,7 +294,10 @@ def test_a_sign_of_zero_mismatch_is_named_as_such():
     from tdiff.judge.closeness import value_mismatch
 
     a, b = np.array([1.0, 2.0, -0.0]), np.array([1.0, 2.0, 0.0])
-    m = value_mismatch("out", a, b, Tolerance(exact=True), raw_a=a.astype(np.float32), raw_b=b.astype(np.float32))
+    assert value_mismatch("out", a, b, Tolerance(exact=True), raw_a=a.astype(np.float32),
+                          raw_b=b.astype(np.float32)) is None  # zeros equal unless signed zeros are declared
+    m = value_mismatch("out", a, b, Tolerance(exact=True, signed_zero=True), raw_a=a.astype(np.float32),
+                       raw_b=b.astype(np.float32))
     assert "1 differ only in the sign of zero, first at (2,): a=-0, b=0" in m.message
     assert "largest difference" not in m.message
 

@@ -261,7 +261,7 @@ def test_the_reproducers_comparison_is_tdiffs():
     a[:36], b[:36] = np.repeat(specials, 6), np.tile(specials, 6)
     scale = np.abs(rng.uniform(0, 2, a.size))
     for tol in (Tolerance(rtol=1e-6), Tolerance(rtol=1e-6, atol=1e-5, scale=1e-6, signed_zero=True),
-                Tolerance.preset("arith", "float32"), Tolerance(exact=True)):
+                Tolerance.preset("arith", "float32"), Tolerance(exact=True), Tolerance(exact=True, signed_zero=True)):
         spec = {"exact": tol.exact, "rtol": tol.rtol, "atol": tol.atol, "scale": tol.scale,
                 "signed_zero": tol.signed_zero, "scales": {"dtype": "float64", "values": scale.tolist()}}
         assert np.array_equal(scope["close"](a, b, spec), close(a, b, tol, scale)), tol

@@ -16,8 +16,8 @@ when the interpreter cannot run a case), M is the case's largest finite input ma
 square root of the terms summed into each output: coarser, and the summary says so.
 
 NaN agrees with NaN at the same position (payloads are ignored); infinities must match in sign;
--0.0 equals 0.0 unless `signed_zero=True`. `exact` compares bits (NaN payloads aside): integers,
-bool, and kernels that only move data.
+-0.0 equals 0.0 unless `signed_zero=True`. `exact` compares bits (NaN payloads aside, and -0.0 equal
+to 0.0 unless `signed_zero=True`): integers, bool, and kernels that only move data.
 """
 
 from __future__ import annotations
@@ -60,10 +60,11 @@ def within(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, scale: float,
            signed_zero: bool = False, exact: bool = False) -> np.ndarray:
     """True where a and b (float64 arrays) agree: |a - b| <= `allowed(...)`; NaN agrees only with NaN (payloads
     ignored), an infinity only with the same infinity, -0.0 with 0.0 unless `signed_zero`; `exact`: the values
-    and signs must match. The one formula tdiff's comparison and reproducers use (standalone: numpy only)."""
+    must match (and the signs of zeros, with `signed_zero`). The one formula tdiff's comparison and reproducers
+    use (standalone: numpy only)."""
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if exact:
-        return ((a == b) & (np.signbit(a) == np.signbit(b))) | (nan_a & nan_b)
+        return ((a == b) & ((np.signbit(a) == np.signbit(b)) | (not signed_zero))) | (nan_a & nan_b)
     with np.errstate(invalid="ignore", over="ignore"):
         ok = np.abs(a - b) <= allowed(a, b, rtol, atol, scale, magnitude)
     ok = np.where(np.isinf(a) | np.isinf(b), a == b, ok)

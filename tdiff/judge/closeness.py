@@ -15,7 +15,8 @@ from .comparison import Mismatch
 def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | float = 0.0,
           raw_a: np.ndarray | None = None, raw_b: np.ndarray | None = None) -> np.ndarray:
     """Boolean array: True where a and b (float64) agree under `tol`, `scale` being each element's
-    dataflow magnitude (raw_* the carrier bits, for exact comparison)."""
+    dataflow magnitude (raw_* the carrier bits, for exact comparison: bit for bit, NaN payloads aside and
+    -0.0 equal to 0.0 unless `tol.signed_zero`)."""
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if tol.exact:
         if raw_a is not None and raw_b is not None:
@@ -24,6 +25,8 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | floa
             same = same.reshape(raw_a.shape)
         else:
             same = (a == b) & (np.signbit(a) == np.signbit(b))
+        if not tol.signed_zero:  # -0.0 equals 0.0 unless the check declares signed zeros (bits aside)
+            same = same | ((a == 0) & (b == 0))
         return same | (nan_a & nan_b)
     diff, allowed = _diff_allowed(a, b, tol, scale)
     with np.errstate(invalid="ignore"):

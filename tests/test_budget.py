@@ -215,9 +215,11 @@ def test_budget_decisions_stay_consistent_for_hypothesis(module, kernel):
 
     faulty.FakeCompiling.cache.clear()
     k = getattr(importlib.import_module(f"suites.{module}"), kernel)
+    # (no boundary plan: its cases of values that cancel, e.g. a layer norm row [100, -100, -100, 100, 0.0045], are
+    # judged for this fake compiled backend, which has no dataflow, with the coarse scale; issue 41 replaces it)
     opts = tdiff.RunOptions(profile="dev", seed=1, database=None, corpus_dir=None, repro_dir=None, isolation="none",
                             backends=("tests.faulty:FakeCompilingCheap", "interpreter"), max_compiles=2,
-                            compile_budget=0, verdict=False)
+                            compile_budget=0, verdict=False, plan=0)
     (result,) = tdiff.verify(k, options=opts)
     assert result.status == "passed" and result.cases == 50, result.notes
     assert result.budget_skipped > 0
@@ -240,9 +242,11 @@ def test_compiling_ahead_sees_the_cases_the_search_then_runs(monkeypatch):
     monkeypatch.setattr(ahead, "finish", lambda executor, state: {**state, "compiles": state["cases"],
                                                                         "compile_seconds": 0.0, "errors": []})
     faulty.FakeCompiling.cache.clear()
-    # targeting off: its phase draws from what the judged cases reported, which the preview cannot know
+    # targeting off: its phase draws from what the judged cases reported, which the preview cannot know; no boundary
+    # plan either: with the plan's example database, hypothesis keeps a Pareto front of what the judged cases reported
+    # and draws from it after the planned cases (the preview still sees every planned case)
     opts = tdiff.RunOptions(profile="ci", max_examples=30, corpus_dir=None, repro_dir=None, isolation="none",
-                            backends=("tests.faulty:FakeCompiling", "interpreter"), targeting=False)
+                            backends=("tests.faulty:FakeCompiling", "interpreter"), targeting=False, plan=0)
     runner = tdiff.Runner(opts)
     plain = runner.judge
 

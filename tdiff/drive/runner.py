@@ -310,8 +310,9 @@ class Runner:
             result.notes.append(f"corpus entry {entry.path} was recorded under {recorded_under}; replayed here under "
                                 f"triton {corpus_mod.triton_here()}")
         pair = (meta.get("divergence") or {}).get("pair") or ()
+        backends_here = {label_kind(b.label, unprimed=True) for b in judge.opinions.backends}
         if known and any(label_kind(b, unprimed=True) == "compiled" for b in pair) \
-                and not any(label_kind(b.label, unprimed=True) == "compiled" for b in judge.opinions.backends):
+                and backends_here <= {"interpreter", "reference"}:
             # (it would read as fixed: the backend that showed it did not run)
             result.replayed.append((entry.id, "not judged"))
             result.notes.append(f"corpus entry {entry.path} could not be judged here: its known divergence is the "

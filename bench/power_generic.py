@@ -303,9 +303,10 @@ def colsum(x_ptr, out_ptr, m, n, sm, sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.cons
 def colsum_transposed_tail(x_ptr, out_ptr, m, n, sm, sn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rm = tl.arange(0, BLOCK_M)
-    if (sm == 1) & (m > 1) & (n > 1):
-        mask = rm[:, None] < m  # BUG: the column-major path forgets the column tail
-    else:
-        mask = (rm[:, None] < m) & (rn[None, :] < n)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    if sm == 1:  # noqa: SIM102  (nested: a compiled `and` of runtime scalars specialized to 1 fails to compile)
+        if m > 1:  # noqa: SIM102
+            if n > 1:
+                mask = (rm[:, None] < m) & (rn[None, :] >= 0)  # BUG: the column-major path forgets the column tail
     x = tl.load(x_ptr + rm[:, None] * sm + rn[None, :] * sn, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + rn, tl.sum(x, axis=0), mask=rn < n)

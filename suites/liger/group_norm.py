@@ -62,8 +62,9 @@ def inputs(draw, grad=False, region=None, dtypes=tst.FLOATS):
         "B": draw(tst.tensors(shape=(C,), dtype=dt)),
         "num_groups": groups,
     }
-    if grad:
-        out["dY"] = draw(tst.tensors(shape=(batch, C, *spatial), dtype=dt, max_numel=10**6))
+    if grad:  # (gradients of a normalized layer's scale: larger ones overflow float16 on the way, FINDINGS.md liger 4)
+        small = tst.values(-4, 4) if region is None else None
+        out["dY"] = draw(tst.tensors(shape=(batch, C, *spatial), dtype=dt, max_numel=10**6, values=small))
     else:
         out["eps"] = draw(st.sampled_from([1e-5, 1e-6]))
     return out

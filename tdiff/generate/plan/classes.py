@@ -81,11 +81,12 @@ def size_classes(lo: int, hi: int, edges: Sequence[int] = (), thresholds: Sequen
     if lo < 0:
         add("negative", [-1, lo])
     add("most", [hi])
-    add("threshold", [t + d for t in thresholds for d in (-1, 0, 1)])
+    add("threshold", thresholds)  # (the sizes on them: C-1, C, C+1 of a comparison, k*M + r of a modulus)
     add("small prime", PRIMES)
     sixteens = [m for m in range(16, min(hi, 16 * 64) + 1, 16)]
     add("multiple of 16", sixteens)
-    add("block edge", [e for e in edges] + [m + d for m in sixteens for d in (-1, 1)])
+    near = [t + d for t in (*sixteens, *thresholds) for d in (-1, 1)]
+    add("block edge", [*edges, *near])
     return tuple(out)
 
 

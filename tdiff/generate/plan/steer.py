@@ -208,24 +208,19 @@ def script(values: list[Any]) -> None:
 def saw(name: str, value: Any) -> None:
     """Record the class of the value drawn at tdiff's choice point `name`; ends any script left."""
     s = _CURRENT.get()
-    if s is None:
-        return
-    s.queue.clear()
-    key = s.key(name)
-    p = s.points.get(key)
-    got = p.class_of(value) if p is not None else None
-    if got is not None:
-        s.seen[key] = got
+    if s is not None:
+        p = s.points.get(s.key(name))
+        saw_class(name, p.class_of(value) if p is not None else None)
 
 
-def saw_class(name: str, cls: str) -> None:
+def saw_class(name: str, cls: str | None) -> None:
     """Record the class drawn at tdiff's choice point `name` directly; ends any script left."""
     s = _CURRENT.get()
     if s is None:
         return
     s.queue.clear()
     key = s.key(name)
-    if key in s.points and cls in s.points[key].names():
+    if cls is not None and key in s.points and cls in s.points[key].names():
         s.seen[key] = cls
 
 

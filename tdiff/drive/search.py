@@ -126,7 +126,11 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
     # (a derandomized run is seeded by the check's id instead: hypothesis allows no database with derandomize)
     # (a seeded run keeps no database of its own, as hypothesis.seed has it)
     base = settings.database if options.seed is None else None
-    db, planned_part = seeded_database(plan.choices, key, base)
+    try:
+        db, planned_part = seeded_database(plan.choices, key, base)
+    except ImportError as exc:  # a hypothesis whose database stores no choice sequences
+        result.notes.append(f"boundary plan: not run ({exc}); random search only")
+        return settings, None
     return hypothesis.settings(settings, derandomize=False, database=db), planned_part.restart
 
 

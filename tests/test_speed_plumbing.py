@@ -180,3 +180,27 @@ def test_checks_that_took_longest_last_time_run_first(pytester):
     assert walls["kernels/ops.py::b_slow[tdiff]"] > walls["kernels/ops.py::a_quick[tdiff]"]
     second = pytester.runpytest_subprocess(*args).stdout.str()
     assert second.index("b_slow[tdiff]") < second.index("a_quick[tdiff]")  # collected a_quick first
+
+
+def test_the_controllers_summary_imports_neither_torch_nor_triton():
+    # an xdist controller prints the run's summary from its workers' records: it must not load Triton for that
+    from tdiff.execute.interpreter.shims import BF16_ARITH
+    from tdiff.record.results import CheckResult
+    from tdiff.record.summary import record
+
+    result = CheckResult("m::k[tdiff]", "k[tdiff]", ("interpreter", "reference"), compared="interpreter, reference")
+    result.cases = result.judged = 3
+    result.shims[BF16_ARITH] = 3
+    code = textwrap.dedent(f"""
+        import json, sys
+        from tdiff.pytest_plugin.session import Ran
+        from tdiff.pytest_plugin.terminal import summary_lines
+        lines = summary_lines([Ran("m.py::k[tdiff]", json.loads({json.dumps(json.dumps(record(result)))}),
+                                   "PASSED")], full=True)
+        print(sorted(m for m in ("torch", "triton") if m in sys.modules))
+        print("\\n".join(lines))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded, text = out.split("\n", 1)
+    assert loaded == "[]", out
+    assert "bf16 arithmetic and comparisons computed on the values" in text, text  # (the shims were named)

@@ -2,7 +2,7 @@
 
 Each check runs one family of `tl` operations on the values where implementations part ways (NaN, ±inf,
 ±0, subnormals, the dtype's max and lowest, integer edges, halfway cases for rounding) and declares its
-class (see `tdiff/op_classes.py` and the README's "Operation classes"):
+class (see `tdiff/core/op_classes.py` and the README's "Operation classes"):
 
 - exact, compared bit for bit (`tolerance="exact"`; NaN payloads aside): conversions with their rounding
   mode, integer and bit ops, `fma`, `umulhi`, `div_rn`, `sqrt_rn`, one `+`, `-` or `*`,

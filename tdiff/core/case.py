@@ -20,7 +20,7 @@ FORMAT_VERSION = 1
 class TensorArg:
     """A tensor input: a storage of `storage.size` elements and a strided view into it.
 
-    `storage` holds carrier values (see `tdiff.dtypes`) for every element of the storage,
+    `storage` holds carrier values (see `tdiff.core.dtypes`) for every element of the storage,
     including those outside the view (gaps, the other half of a split), which are poison.
     """
 

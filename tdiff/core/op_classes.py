@@ -1,7 +1,7 @@
 """What Triton defines about each kind of operation's result: exact, approximate or unspecified.
 
 The instrumented interpreter tags the operations a kernel runs (`Trace.ops`); the comparison takes
-its tolerance from the tags (`tdiff.tolerance.from_ops`):
+its tolerance from the tags (`tdiff.core.tolerance.from_ops`):
 
 - *exact*: the result is defined to the bit (NaN payloads aside), and two backends of one kernel must
   agree bit for bit: data movement, integer arithmetic and bit operations (LLVM `add`/`mul`/`and`...,

@@ -61,7 +61,7 @@ class RunOptions:
     # hypothesis's target phase climbs each case's closeness and kernel lines run; off by default: at the
     # ci example count it found fewer planted bugs (bench/power.md)
     targeting: bool = False
-    # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.thresholds)
+    # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.generate.thresholds)
     thresholds: bool = True
     # planned cases per check before the random search, covering pairs of boundary classes
     # (tdiff.generate.plan); None: three quarters of the check's examples; 0: none
@@ -69,8 +69,8 @@ class RunOptions:
     # name the compiler pass after which a `compiled wrong` case goes wrong (tdiff.execute.stages; needs a GPU)
     localize: bool = False
     gpu: int | None = None
-    shard: tuple[int, int] | None = None  # (K, N): only the checks of shard K of N run (tdiff.shard)
-    campaign_dir: Path | None = None  # where fuzz targets record a campaign (tdiff.campaign)
+    shard: tuple[int, int] | None = None  # (K, N): only the checks of shard K of N run (tdiff.drive.shard)
+    campaign_dir: Path | None = None  # where fuzz targets record a campaign (tdiff.record.campaign)
 
     def with_(self, **changes: Any) -> RunOptions:
         return replace(self, **changes)

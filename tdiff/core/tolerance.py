@@ -134,7 +134,7 @@ def combine(tols: Iterable[Tolerance]) -> Tolerance:
 
 def from_ops(ops: Iterable[str] | None, dt: str | DType, reference: bool = False) -> Tolerance:
     """The default tolerance for an output of dtype `dt` of a kernel that performed `ops` (op tags,
-    classed in `tdiff.op_classes`), compared between two backends of the kernel or, with `reference`,
+    classed in `tdiff.core.op_classes`), compared between two backends of the kernel or, with `reference`,
     against a reference.
 
     `ops=None` means unknown (no interpreter ran): all floating classes but tf32 are assumed.

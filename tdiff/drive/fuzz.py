@@ -8,7 +8,7 @@ engine shrinks: each smaller failing case of the same divergence replaces the co
 previous one wrote, so the smallest remains; the reproducer is written for the final example
 hypothesis reports (HypoFuzz reports none: `tdiff replay --repro-dir` writes them from the corpus).
 Each case reports its closeness and kernel lines to `hypothesis.target`, which HypoFuzz reads; with a
-campaign recorder, each case's counts, time and what it reached are recorded (`tdiff.campaign`).
+campaign recorder, each case's counts, time and what it reached are recorded (`tdiff.record.campaign`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def hypothesis_test(check: Any, get_runner: Callable[[], Any],
                     get_recorder: Callable[[], Any] | None = None, options: Any = None) -> Callable[[], None]:
     """A hypothesis test running `check`'s cases through the runner `get_runner()` returns (asked
     once, when the first case runs, so that collecting the test starts nothing). `get_recorder()`, if
-    given, returns the campaign recorder (`tdiff.campaign.Recorder`) each case is recorded to, or None.
+    given, returns the campaign recorder (`tdiff.record.campaign.Recorder`) each case is recorded to, or None.
     `options` (the run's `RunOptions`) decide what the cases are drawn with, as for the search."""
     state: dict[str, Any] = {}
 

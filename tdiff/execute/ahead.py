@@ -1,7 +1,7 @@
 """Compiling ahead of use: the specializations a check's search is about to need, compiled on
 several workers at once before the search runs them.
 
-The search first draws its cases without judging them (`tdiff.search`, `ahead=`); each new layout's
+The search first draws its cases without judging them (`tdiff.drive.search`, `ahead=`); each new layout's
 launch keys are predicted by a dry launch; one case per new set of keys is queued on a compile
 worker (`backends.precompile`), several side by side, in the background: the search starts at once,
 and its GPU worker finds each specialization in Triton's on-disk cache once a compile worker got to

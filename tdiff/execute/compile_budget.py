@@ -25,7 +25,7 @@ from ..core.case import Case, TensorArg
 
 Feature = tuple  # (kernel name, parameter index or "options", class)
 
-#: what Triton's specialization tells apart, by argument kind (see tdiff.specialization)
+#: what Triton's specialization tells apart, by argument kind (see tdiff.execute.launch_keys)
 INT_CLASSES = {"1": "equal to 1", "D": "a multiple of 16", "": "other"}
 POINTER_CLASSES = {"D": "16-byte aligned", "": "misaligned"}
 

@@ -1,4 +1,4 @@
-"""Entry point of a worker process, started by `tdiff.workers` with READ_FD WRITE_FD arguments."""
+"""Entry point of a worker process, started by `tdiff.execute.workers` with READ_FD WRITE_FD arguments."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def main() -> None:
     from .workers import spin_until_readable
 
     _warm_up()
-    spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.workers.spin_seconds
+    spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.execute.workers.spin_seconds
     environment = ""
     if os.environ.get("TDIFF_OTHER_ENV"):  # another environment's worker: its outcomes name its versions
         from .environments import versions_here

@@ -73,7 +73,7 @@ def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
 
     Tensors drawn by `tst.tensors` get their dtype, shape and layout first and their values last;
     `admit`, if given, sees the case before its values are drawn (every tensor element poison) and
-    may reject it, which costs little of a draw. `thresholds` (`tdiff.thresholds`) are the sizes and
+    may reject it, which costs little of a draw. `thresholds` (`tdiff.generate.thresholds`) are the sizes and
     dtypes the kernel branches on: the size strategies also draw them, and where there are any, a
     case is drawn aimed at them or not (see `tdiff.generate.hints`).
     """

@@ -36,7 +36,7 @@ INFINITE_ROWS = "infinite rows"
 #: the rows it draws (each needs the infinities it holds to be allowed): every element -inf, one +inf
 #: among dense values, every element +inf or -inf (both present)
 ROW_KINDS = ("row of -inf", "row of -inf", "row with one +inf", "row of +inf and -inf")
-#: a structure drawn where the kernel compares values with float constants (`tdiff.thresholds`: `x > 20.0`, a
+#: a structure drawn where the kernel compares values with float constants (`tdiff.generate.thresholds`: `x > 20.0`, a
 #: softplus threshold): half the values (at least three) on one of them and either side of it (relative steps
 #: of 2^-9 and 2^-6, which float16 keeps apart), the others dense; two of nine or eleven structures
 NEAR = "near a constant"

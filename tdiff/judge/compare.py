@@ -1,5 +1,5 @@
 """Comparing two outcomes of one case, target by target: structure, then values within per-element
-tolerances (see `tdiff.tolerance`; element by element: `closeness`), with readable mismatch descriptions.
+tolerances (see `tdiff.core.tolerance`; element by element: `closeness`), with readable mismatch descriptions.
 
 The per-element scale of the tolerance, and where a difference at the edge of the range may pass
 (`edges`), come from an interpreter run of the same case (its `Trace`): the `guide`. Without one, a

@@ -5,7 +5,7 @@ runs it and asks again.
 Order of judgement:
 1. errors: a backend that raised, crashed or hung fails the case (a known interpreter limitation
    with the other side clean only sets its pair aside);
-2. what one outcome broke on its own (`tdiff.integrity`): the kernel never launched, out of
+2. what one outcome broke on its own (`tdiff.judge.integrity`): the kernel never launched, out of
    bounds, writes outside its view, undefined behaviour, a data race, results nobody compared;
 3. structure: the launch and the reference return different things;
 4. values, using every opinion: with the compiled backend, the interpreter and a reference, a

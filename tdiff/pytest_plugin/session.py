@@ -91,7 +91,7 @@ class TdiffSession:
 
     def pin(self) -> None:
         """A fuzz process that xdist does not number (HypoFuzz's) claims a slot of this machine and pins its
-        GPU worker to GPU slot % count (tdiff.pinning); once, before its first worker starts."""
+        GPU worker to GPU slot % count (tdiff.execute.pinning); once, before its first worker starts."""
         if not self.fuzz or self.xdist_worker is not None or self.slot is not None:
             return
         from ..execute.pinning import fuzz_process_gpu

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..execute.interpreter.shims import DESCRIPTIONS as SHIMS
+from ..execute.interpreter.shim_names import DESCRIPTIONS as SHIMS
 
 
 def record(result: Any) -> dict:

@@ -76,7 +76,7 @@ def user_line_now() -> str:
 
 def error_info(exc: BaseException, kind: str | None = None) -> ErrorInfo:
     """An `ErrorInfo` that says what failed and where in the user's code (never a limitation: only
-    the interpreter backend decides that, from `tdiff.limitations`)."""
+    the interpreter backend decides that, from `tdiff.core.limitations`)."""
     root = exc
     while root.__cause__ is not None and type(root).__name__ in ("InterpreterError", "KernelRunError"):
         root = root.__cause__

@@ -2,7 +2,7 @@
 without running a kernel, so the GPU worker finds them in Triton's on-disk cache.
 
 The check's `launch` runs on CPU copies of the case's inputs, as for a dry launch
-(`tdiff.specialization`); each launch is sent to Triton's JIT with `warmup=True`, which binds the
+(`tdiff.execute.launch_keys`); each launch is sent to Triton's JIT with `warmup=True`, which binds the
 arguments, specializes them exactly as a real launch would (pointer alignment comes from the same
 CPU copies the dry launch classifies) and compiles, but launches nothing. The compile lands in
 `TRITON_CACHE_DIR`, shared with every worker of the machine. Several of these workers compile side

@@ -1,5 +1,5 @@
 """Dry launches in a worker: which specializations a case's launches would compile, found without
-compiling (see `tdiff.specialization`). The launch function is user code, so it runs isolated
+compiling (see `tdiff.execute.launch_keys`). The launch function is user code, so it runs isolated
 like every backend, in a CPU worker."""
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 compiler accepts also run interpreted, with the compiler's types and results.
 
 Each shim is named, counted per run (`Trace.shims`) and reported in the summary, so a user knows
-where stock `TRITON_INTERPRET=1` would fail or compute differently (`DESCRIPTIONS`). This module is the
+where stock `TRITON_INTERPRET=1` would fail or compute differently (`shim_names.DESCRIPTIONS`). This module is the
 one implementation of each: tdiff's interpreter installs them on its builder (`install_builder`, under
 its own hooks) and in its rewrite of kernels (`scope`), and a reproducer's interpreter side embeds this
 module's source and installs the same functions on stock TRITON_INTERPRET=1 (`stock`). Standalone:
-numpy, triton, `tdiff.compat` and `undefined`.
+numpy, triton, `tdiff.compat`, `shim_names` and `undefined`.
 
 Builder-level shims are functions `make(orig, used) -> {method name: method}`, `orig` holding the
 builder's current bound methods, `used` a Counter of uses.
@@ -25,41 +25,22 @@ import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
 
 from ...compat import has_get_bf16, minmax_propagates_nan, reduce_minmax_propagates_nan
+from .shim_names import (
+    BF16_ARITH,
+    BF16_ATOMICS,
+    BF16_CONSTANTS,
+    BOOL_OPS,
+    CONSTEXPR_ARGS,
+    FLOAT_ARGS,
+    FMA_ROUNDING,
+    LIBDEVICE,
+    NAN_MINMAX,
+)
 from .undefined import is_poison_nan
-
-FLOAT_ARGS = "float-args"
-BF16_CONSTANTS = "bf16-constants"
-BF16_ARITH = "bf16-arith"
-BF16_ATOMICS = "bf16-atomics"
-LIBDEVICE = "libdevice"
-CONSTEXPR_ARGS = "constexpr-args"
-BOOL_OPS = "tensor-and-or"
-NAN_MINMAX = "nan-minmax"
-FMA_ROUNDING = "fma-rounding"
 
 #: each shim can be switched off (tests show what stock TRITON_INTERPRET=1 does without it)
 ENABLED = {FLOAT_ARGS: True, BF16_CONSTANTS: True, BF16_ARITH: True, LIBDEVICE: True, BF16_ATOMICS: True,
            CONSTEXPR_ARGS: True, BOOL_OPS: True, NAN_MINMAX: True, FMA_ROUNDING: True}
-
-DESCRIPTIONS = {
-    FLOAT_ARGS: "float kernel arguments typed as fp32 scalars, as the compiler types them (stock "
-                "TRITON_INTERPRET=1 passes Python floats: `.to()` fails and fp16/bf16 products stay narrow)",
-    BF16_CONSTANTS: "bf16 constants built with round-to-nearest-even (this Triton's interpreter has no get_bf16)",
-    BF16_ARITH: "bf16 arithmetic and comparisons computed on the values (stock TRITON_INTERPRET=1 computes on "
-                "their bits)",
-    LIBDEVICE: "libdevice functions computed with numpy in float64 (stock TRITON_INTERPRET=1 calls "
-               "triton.language.extra.libdevice's empty stubs, which return None)",
-    BF16_ATOMICS: "bf16 atomics done on the values (stock TRITON_INTERPRET=1: 'Unsupported data type')",
-    CONSTEXPR_ARGS: "constexpr arguments of device functions wrapped in tl.constexpr, as the compiler does "
-                    "(stock TRITON_INTERPRET=1 passes a bare tl.dtype: `.value` fails)",
-    BOOL_OPS: "`and` / `or` between tensors as elementwise logical operations, as the compiler does (stock "
-              "TRITON_INTERPRET=1 applies Python's truth value to whole tensors)",
-    NAN_MINMAX: "tl.maximum / tl.minimum (propagate_nan=NONE) return the non-NaN operand, and tl.max / tl.min "
-                "reductions skip NaN, as compiled code does (stock TRITON_INTERPRET=1 returns NaN: elementwise before "
-                "Triton 3.8, reductions in 3.4)",
-    FMA_ROUNDING: "tl.fma rounded once, as the GPU's fma.rn does (stock TRITON_INTERPRET=1 before Triton 3.9 "
-                  "computes `x * y + z` in the operands' type: the product is rounded before the sum)",
-}
 
 _COUNTER: list[Counter | None] = [None]  # where shims called from kernel code count (`counting`)
 

@@ -25,6 +25,7 @@ from ...core.case import Case
 from ...core.outcome import GUARD_BYTES, Outcome
 from ...core.rerun import AGAIN, Rerun
 from ...execute.interpreter import shims
+from ...execute.interpreter.shim_names import DESCRIPTIONS as SHIM_DESCRIPTIONS
 from ...judge.evidence import Evidence
 from ...judge.targets import view
 from ...judge.verdict import Verdict
@@ -321,7 +322,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
         "INPUTS": inputs, "VIEWS": views, "LAUNCHES": launches, "TARGETS": targets,
         "TOLERANCE": _tolerances(ev, verdict, targets, data), "RECORDED": recorded,
         "LIVE": {n: e for n, e in live.items() if e is not None}, "SHIM_NAMES": shim_names, "POISON": poisoned,
-        "SHIMS": {n: shims.DESCRIPTIONS.get(n, n) for n in shim_names or ()},
+        "SHIMS": {n: SHIM_DESCRIPTIONS.get(n, n) for n in shim_names or ()},
         "SHIMS_MISSING": [n for n in sorted(used) if n not in shims.ENABLED or not shims.ENABLED[n]],
     }
     if set(case_values) | {"KERNELS"} != set(library.case_names()):

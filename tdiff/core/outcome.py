@@ -5,7 +5,6 @@ Plain data only, so outcomes cross process boundaries and can be compared anywhe
 
 from __future__ import annotations
 
-import ast
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,7 +61,7 @@ class ErrorInfo:
     """Why a backend produced no outcome.
 
     kind: "exception", "crash" (the worker died), "timeout", "cuda" (the GPU context failed),
-    "limitation" (a known gap of Triton's interpreter, see `tdiff.limitations`) or "setup" (tdiff
+    "limitation" (a known gap of Triton's interpreter, see `tdiff.core.limitations`) or "setup" (tdiff
     could not run the case).
     """
 
@@ -70,7 +69,7 @@ class ErrorInfo:
     message: str
     where: str = ""
     details: str = ""
-    limitation: str = ""  # for kind "limitation": the name of the known interpreter gap (tdiff.limitations)
+    limitation: str = ""  # for kind "limitation": the name of the known interpreter gap (tdiff.core.limitations)
 
     def summary(self) -> str:
         loc = f" at {self.where}" if self.where else ""
@@ -215,14 +214,14 @@ class Outcome:
     error: ErrorInfo | None = None
     launches: list[LaunchRecord] = field(default_factory=list)
     trace: Trace | None = None
-    static_ops: frozenset = frozenset()  # the dots the launched kernels' source has (see tdiff.static_ops)
+    static_ops: frozenset = frozenset()  # the dots the launched kernels' source has (see tdiff.core.static_ops)
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
     compiles: int = 0  # specializations compiled by this run
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
-    launch_keys: tuple | None = None  # each launch's specialization (see tdiff.specialization), where known
+    launch_keys: tuple | None = None  # each launch's specialization (see tdiff.execute.launch_keys), where known
     device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
     environment: str = ""  # another environment's versions (a `backend@python` lane), else ""
     # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
@@ -238,17 +237,3 @@ class Outcome:
 
     def grid(self) -> tuple[int, int, int] | None:
         return self.launches[-1].grid if self.launches else None
-
-
-def returned_at(returned: Any, path: str) -> Any:
-    """The part of a launch's returned value a path names: "returned", "returned[0]", "returned['y']"."""
-    if not path.startswith("returned"):
-        return None
-    node = returned
-    rest = path[len("returned"):]
-    for part in filter(None, rest.strip("[]").split("][")) if rest else []:
-        try:
-            node = node[ast.literal_eval(part)]
-        except (KeyError, IndexError, TypeError, ValueError, SyntaxError):
-            return None
-    return node

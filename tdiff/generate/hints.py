@@ -1,6 +1,6 @@
 """What the kernel branches on, as the strategies see it while a case is drawn.
 
-`tdiff.thresholds` reads the constants a kernel and its launch compare sizes and dtypes with. While a
+`tdiff.generate.thresholds` reads the constants a kernel and its launch compare sizes and dtypes with. While a
 case is drawn under `kernel_hints(found)`, the size strategies also draw the sizes on those
 thresholds (a third branch beside their edges and plain draws). A bug behind two such conditions at
 once (`if x.dtype == tl.float16:` then `if n > 72:`) is a product of independent draws, so a case
@@ -34,7 +34,7 @@ _AIMED: ContextVar[bool] = ContextVar("tdiff_aimed", default=False)
 
 @contextmanager
 def kernel_hints(found: Sequence[Hint]) -> Iterator[None]:
-    """While drawing, the strategies know these thresholds (`tdiff.thresholds`)."""
+    """While drawing, the strategies know these thresholds (`tdiff.generate.thresholds`)."""
     token = _FOUND.set(tuple(found))
     try:
         yield
@@ -50,10 +50,6 @@ def aiming(aimed: bool) -> Iterator[None]:
         yield
     finally:
         _AIMED.reset(token)
-
-
-def any_hints() -> bool:
-    return bool(_FOUND.get())
 
 
 def aimed() -> bool:

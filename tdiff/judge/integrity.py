@@ -220,9 +220,4 @@ def check(outcome: Outcome, case: Case, kernel: str, runs_kernel: bool) -> Repor
     return report
 
 
-def storage_unchanged(outcome: Outcome, name: str, arg: TensorArg) -> bool:
-    s = outcome.storages.get(name)
-    return s is not None and unchanged(s, arg)
-
-
 __all__ = ["Finding", "Report", "check", "guard_damage", "gap_damage", "storage_values"]

@@ -129,9 +129,9 @@ def set_shadows(h: TensorHandle, mag: np.ndarray | None, ovf: np.ndarray | None,
         object.__setattr__(h, EPS, eps)
 
 
-def fit(x: np.ndarray, shape: tuple) -> np.ndarray:
-    """`x` broadcast to `shape`, or its maximum everywhere when it does not broadcast."""
-    if x.shape == shape:
+def fit(x: np.ndarray | None, shape: tuple) -> np.ndarray | None:
+    """`x` broadcast to `shape`, or its maximum everywhere when it does not broadcast (None stays None)."""
+    if x is None or x.shape == shape:
         return x
     try:
         return np.broadcast_to(x, shape)

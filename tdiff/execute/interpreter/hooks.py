@@ -17,6 +17,7 @@ from ...core import dtypes
 from ...core.outcome import Trace, UBEvent
 from ..backends.base import user_line_now
 from . import batched, dataflow, fragile, libdevice, reductions, shims, undefined, unspecified
+from .dataflow import fit
 from .session import Session, full_mask
 
 TRANSCENDENTAL = ("exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "erf", "precise_sqrt")
@@ -29,15 +30,6 @@ def _mask_data(mask: Any) -> np.ndarray | None:
 
 def _itemsize(ptrs: Any) -> int:
     return max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
-
-
-def _shaped(x: np.ndarray | None, shape: tuple) -> np.ndarray | None:
-    if x is None or x.shape == shape:
-        return x
-    try:
-        return np.broadcast_to(x, shape)
-    except ValueError:
-        return np.full(shape, x.max() if x.size else 0, dtype=x.dtype)
 
 
 @contextlib.contextmanager
@@ -59,7 +51,7 @@ _MISSING = object()
 
 _OP_TAGS = {f"create_{op}": "transcendental" for op in TRANSCENDENTAL}
 _OP_TAGS.update({f"create_{op}": "farith" for op in FLOAT_ARITH})
-# operations with a class of their own (see tdiff.op_classes)
+# operations with a class of their own (see tdiff.core.op_classes)
 _OP_TAGS.update({"create_fma": "fma", "create_precise_divf": "div_rn", "create_precise_sqrt": "sqrt_rn",
                  "create_fdiv": "fdiv"})
 _NOT_VALUES = ("get_grid", "get_null", "set_grid", "create_get_program_id", "create_get_num_programs",
@@ -281,20 +273,20 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
         out = load(ptrs, mask, other, *rest, **kw)
         if record:
             stored, ovf, decided = memory.load(session.pid, addrs, active, addrs.shape)
-            fragile.set_fragile(out, _shaped(decided, np.shape(out.data)))
+            fragile.set_fragile(out, fit(decided, np.shape(out.data)))
         else:
             stored, ovf = None, None
         if dataflow.is_float(out):
             own = dataflow.own_mag(out)
             if active is not None and not active.all():  # masked-out lanes feed no error scale
-                own = np.where(_shaped(active, own.shape), own, 0.0)
-            mag = own if stored is None else np.maximum(own, _shaped(stored, own.shape))
-            dataflow.set_shadows(out, mag, _shaped(ovf, own.shape))
+                own = np.where(fit(active, own.shape), own, 0.0)
+            mag = own if stored is None else np.maximum(own, fit(stored, own.shape))
+            dataflow.set_shadows(out, mag, fit(ovf, own.shape))
             vals = dataflow.values(out)
             if session.batch is not None:
                 _loaded_batch(session, vals, active, out.dtype.scalar)
                 return out
-            live = vals if active is None else vals[_shaped(active, vals.shape)]
+            live = vals if active is None else vals[fit(active, vals.shape)]
             session.edge = max(session.edge, dataflow.edge_ratio(live, out.dtype.scalar))
             finite = np.abs(live[np.isfinite(live)])
             if finite.size:
@@ -308,9 +300,9 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
         value = session.transform_store(ptrs.data, value, m)
         if record:
             addrs = ptrs.data.astype(np.uint64, copy=False)
-            memory.store(session.pid, addrs, full_mask(m, addrs.shape), _shaped(dataflow.mag_of(value), addrs.shape),
-                         _shaped(dataflow.ovf_of(value), addrs.shape), session.edge, eps=dataflow.eps_of(value),
-                         loaded=session.loaded, fragile=_shaped(fragile.fragile_of(value), addrs.shape))
+            memory.store(session.pid, addrs, full_mask(m, addrs.shape), fit(dataflow.mag_of(value), addrs.shape),
+                         fit(dataflow.ovf_of(value), addrs.shape), session.edge, eps=dataflow.eps_of(value),
+                         loaded=session.loaded, fragile=fit(fragile.fragile_of(value), addrs.shape))
         return store(ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
@@ -330,26 +322,26 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             mag = ovf = None
             if dataflow.is_float(val):
                 mv = dataflow.mag_of(val)
-                mag = np.maximum(_shaped(mv, addrs.shape), _shaped(dataflow.own_mag(old), addrs.shape)) \
+                mag = np.maximum(fit(mv, addrs.shape), fit(dataflow.own_mag(old), addrs.shape)) \
                     if isinstance(old, TensorHandle) and dataflow.is_float(old) else mv
                 carried = dataflow.ovf_of(val)  # damaged upstream of the atomic
-                ovf = _shaped(carried, addrs.shape) if carried is not None else None
+                ovf = fit(carried, addrs.shape) if carried is not None else None
                 if "add" in opname and isinstance(old, TensorHandle):
                     with np.errstate(all="ignore"):
                         a, b = dataflow.values(old), dataflow.values(val)
-                        new = _shaped(a, addrs.shape) + _shaped(b, addrs.shape)
-                        made = np.isinf(new) & np.isfinite(_shaped(a, addrs.shape)) \
-                            & np.isfinite(_shaped(b, addrs.shape))
+                        new = fit(a, addrs.shape) + fit(b, addrs.shape)
+                        made = np.isinf(new) & np.isfinite(fit(a, addrs.shape)) \
+                            & np.isfinite(fit(b, addrs.shape))
                     near = dataflow.near_limit(new, dataflow.scalar_type(val), None,
                                                dataflow.type_eps(dataflow.scalar_type(val)), session.above)
                     if near is not None:
                         made |= near
                         session.at_limit(near)
                     ovf = made if ovf is None else ovf | made
-            memory.store(session.pid, addrs, full_mask(m, addrs.shape), _shaped(mag, addrs.shape), ovf,
+            memory.store(session.pid, addrs, full_mask(m, addrs.shape), fit(mag, addrs.shape), ovf,
                          session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
                          if dataflow.is_float(val) else 0.0, loaded=session.loaded,
-                         fragile=_shaped(fragile.fragile_of(val), addrs.shape))
+                         fragile=fit(fragile.fragile_of(val), addrs.shape))
         return old
 
     def create_atomic_cas(ptr, cmp, val, *rest, **kw):

@@ -69,7 +69,7 @@ class Run:
     triggering_passed: list[int] = field(default_factory=list)  # ... and passed
 
 
-TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.drive.search.guide) on or off
+TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.drive.pipeline.guide) on or off
 THRESHOLDS = [True]  # --thresholds: size strategies draw the constants the kernel compares sizes with
 PLAN: list = [None]  # --plan: planned cases per check (None: tdiff's default, 3/4 of the examples; 0: none)
 BUDGET: dict = {}  # --compile-budget / --max-compiles: the compile budget policy (with a GPU)

@@ -22,7 +22,7 @@ import tdiff
 from tdiff import cli, options
 from tdiff.core.case import Case, TensorArg
 from tdiff.drive import shard
-from tdiff.drive.search import Found
+from tdiff.drive.pipeline import CaseRecord
 from tdiff.execute import gpus, pinning
 from tdiff.record import campaign
 
@@ -277,7 +277,7 @@ def entries(tmp_path_factory):
         case = _case(np.ones(n))
         verdict, ev = judge.verdict(case)
         assert verdict.failed
-        runner.finish(check, judge, Found(case, verdict, ev), source="search", write_repro=False)
+        runner.finish(check, judge, CaseRecord(case, verdict, ev), source="search", write_repro=False)
     found = sorted(p.parent for p in root.rglob("entry.json"))
     assert len(found) == 3
     return found

@@ -208,7 +208,7 @@ def test_each_case_reports_its_closeness_and_lines_run_to_hypothesis(monkeypatch
     import hypothesis
 
     import tdiff
-    from tdiff.drive import search
+    from tdiff.drive import pipeline
 
     seen = []
     monkeypatch.setattr(hypothesis, "target", lambda value, label: seen.append((label, value)))
@@ -217,10 +217,10 @@ def test_each_case_reports_its_closeness_and_lines_run_to_hypothesis(monkeypatch
     r = tdiff.Runner(opts).run_check(check)
     assert r.status == "passed", r.report()
     labels = {label for label, _ in seen}
-    assert labels == {search.CLOSENESS, search.LINES_RUN}
+    assert labels == {pipeline.CLOSENESS, pipeline.LINES_RUN}
     assert len(seen) == 2 * r.cases
-    assert all(v > 0 for label, v in seen if label == search.LINES_RUN)
-    assert all(0 <= v < 1 for label, v in seen if label == search.CLOSENESS)
+    assert all(v > 0 for label, v in seen if label == pipeline.LINES_RUN)
+    assert all(0 <= v < 1 for label, v in seen if label == pipeline.CLOSENESS)
 
 
 def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32():

@@ -11,12 +11,21 @@ import sys
 import time
 from pathlib import Path
 
+import hypothesis
 import pytest
+import torch
+import triton
+import triton.language as tl
 from hypothesis import settings
 
 import tdiff
 from tdiff import cli
+from tdiff import strategies as tst
+from tdiff.core.settings import hypothesis_settings
+from tdiff.drive.case_judge import CaseJudge
 from tdiff.drive.fuzz import FuzzDivergence, hypothesis_test
+from tdiff.drive.pipeline import kernel_thresholds
+from tdiff.execute.compile_budget import layout_of
 
 from . import fuzz_kernels as FK
 
@@ -89,3 +98,56 @@ def test_a_bounded_hypofuzz_run_finds_a_planted_bug(tmp_path):
     # HypoFuzz replays no final example, so no reproducer was written: replay writes it from the corpus
     assert cli.main(["replay", str(corpus), "--repro-dir", str(tmp_path / "out")]) == 1
     assert list((tmp_path / "out").rglob("repro.py"))
+
+
+def _launch_rows(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 16),)](x, out, x.numel(), BLOCK=16)
+    return out
+
+
+@tdiff.check(launch=_launch_rows, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(tst.sizes(block=16, max_blocks=3),), dtype=["float32", "float16"],
+                           layouts=["contiguous", "offset"]))
+@triton.jit
+def doubles_past_a_threshold(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    y = x + x if n > 24 else x * 2  # a threshold inside the drawn sizes: both sides right
+    tl.store(out_ptr + offs, y, mask=offs < n)
+
+
+def _drawn(monkeypatch, run) -> list[tuple]:
+    """The cases `run()` judges, as their layouts and values."""
+    seen: list[tuple] = []
+    verdict = CaseJudge.verdict
+
+    def recording(self, case, final=False, opinions=None):
+        seen.append((layout_of(case), tuple(v.values().tobytes() for v in case.tensors().values())))
+        return verdict(self, case, final=final, opinions=opinions)
+
+    monkeypatch.setattr(CaseJudge, "verdict", recording)
+    run()
+    monkeypatch.setattr(CaseJudge, "verdict", verdict)
+    return seen
+
+
+def test_a_fuzz_target_draws_the_cases_the_search_draws(monkeypatch):
+    # one strategy for both: the search's (with the kernel's thresholds) is the fuzz target's, case for case
+    (check,) = tdiff.checks_of(doubles_past_a_threshold)
+    opts = tdiff.RunOptions(profile="ci", seed=7, max_examples=12, plan=0, isolation="none", corpus_dir=None,
+                            repro_dir=None)
+    assert kernel_thresholds(check, opts)  # (the check has thresholds the sizes reach)
+    runner = tdiff.Runner(opts)
+
+    def search(options):
+        return lambda: tdiff.Runner(options).run_check(check)
+
+    def fuzz():
+        test = hypothesis_test(check, lambda: runner, options=opts)
+        hypothesis.seed(7)(hypothesis_settings(opts, check.max_examples)(test))()
+
+    searched = _drawn(monkeypatch, search(opts))
+    fuzzed = _drawn(monkeypatch, fuzz)
+    assert len(searched) == 12 and fuzzed[:12] == searched
+    assert _drawn(monkeypatch, search(opts.with_(thresholds=False))) != searched  # (the thresholds change the draws)

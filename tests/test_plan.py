@@ -97,7 +97,7 @@ def test_the_plan_is_reported(tmp_path):
 def test_values_either_side_of_a_float_constant_the_kernel_compares_with():
     import numpy as np
 
-    from tdiff.drive.search import kernel_thresholds
+    from tdiff.drive.pipeline import kernel_thresholds
 
     (check,) = checks_of(P.threshold_kernel)
     found = kernel_thresholds(check, tdiff.RunOptions())

@@ -1,8 +1,9 @@
 """tdiff checks as plain hypothesis tests, the form HypoFuzz (`hypothesis fuzz`) and other runners of
 `@given` tests collect.
 
-`hypothesis_test(check, get_runner)` returns a `@given(case_strategy(check))` function whose body is
-tdiff's whole case pipeline (isolation, timeouts, comparison, verdict): a divergence raises
+`hypothesis_test(check, get_runner)` returns a `@given` function drawing the cases the check's search draws
+(`drawn_cases`), whose body is tdiff's whole case pipeline (`CasePipeline`: the compile budget, isolation,
+timeouts, comparison, verdict), as the search's is: a divergence raises
 `FuzzDivergence` with tdiff's report, after writing the case to the corpus (what CI replays). The
 engine shrinks: each smaller failing case of the same divergence replaces the corpus entry the
 previous one wrote, so the smallest remains; the reproducer is written for the final example
@@ -13,7 +14,6 @@ campaign recorder, each case's counts, time and what it reached are recorded (`t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +22,7 @@ from hypothesis.control import current_build_context
 
 from ..core.case import Case
 from ..core.settings import RunOptions
-from ..generate import case_strategy
-from ..judge.verdict import NOT_JUDGED
-from .search import Found, guide, kernel_thresholds
+from .pipeline import CasePipeline, drawn_cases
 
 
 class FuzzDivergence(AssertionError):
@@ -33,40 +31,37 @@ class FuzzDivergence(AssertionError):
 
 def hypothesis_test(check: Any, get_runner: Callable[[], Any],
                     get_recorder: Callable[[], Any] | None = None, options: Any = None) -> Callable[[], None]:
-    """A hypothesis test running `check`'s cases through the runner `get_runner()` returns (asked
-    once, when the first case runs, so that collecting the test starts nothing). `get_recorder()`, if
-    given, returns the campaign recorder (`tdiff.record.campaign.Recorder`) each case is recorded to, or None.
-    `options` (the run's `RunOptions`) decide what the cases are drawn with, as for the search."""
+    """A hypothesis test running `check`'s cases through the case pipeline of the runner `get_runner()`
+    returns (asked once, when the first case is drawn, so that collecting the test starts nothing).
+    `get_recorder()`, if given, returns the campaign recorder (`tdiff.record.campaign.Recorder`) each case is
+    recorded to, or None. `options` (the run's `RunOptions`) decide what the cases are drawn with, as for the
+    search (`drawn_cases`)."""
     state: dict[str, Any] = {}
 
-    def judge() -> tuple[Any, Any]:
-        if "judge" not in state:
+    def pipeline() -> tuple[Any, CasePipeline]:
+        if "pipeline" not in state:
             runner = get_runner()
-            state["runner"], state["judge"] = runner, runner.judge(check, runner.new_result(check))
-        return state["runner"], state["judge"]
-
-    found_thresholds = kernel_thresholds(check, options if options is not None else RunOptions())
+            state["runner"], state["pipeline"] = runner, runner.pipeline(check)
+        return state["runner"], state["pipeline"]
 
     def test(case: Case) -> None:
-        runner, j = judge()
-        t = time.perf_counter()
-        verdict, ev = j.verdict(case)
-        j.account(verdict, ev)
-        guide(ev)
+        runner, p = pipeline()
+        record = p.drawn(case)
         recorder = get_recorder() if get_recorder is not None else None
         if recorder is not None:
-            keys = [k for o in ev.outcomes.values() if o.launch_keys for k in o.launch_keys]
-            recorder.case(check.id, case, time.perf_counter() - t, verdict.label != NOT_JUDGED, verdict.failed,
-                          keys, lambda c: runner.predict_keys(check, c))
-        if verdict.label == NOT_JUDGED:
+            recorder.case(check.id, case, record.seconds, record.judged, record.failed, record.launch_keys,
+                          lambda c: runner.predict_keys(check, c))
+        if not record.judged:
             hypothesis.reject()
-        if verdict.failed:
+        if record.failed:
             final = _is_final()
-            div = runner.finish(check, j, Found(case, verdict, ev), source="fuzz", write_repro=final)
+            div = runner.finish(check, p.judge, record, source="fuzz", write_repro=final)
             raise FuzzDivergence(div.report)
 
     test.__name__ = test.__qualname__ = f"fuzz_{check.kernel_name}_{check.name}"
-    given = hypothesis.given(case_strategy(check, None, found_thresholds))(test)
+    strategy = drawn_cases(check, options if options is not None else RunOptions(),
+                           lambda skeleton: pipeline()[1].admit(skeleton))
+    given = hypothesis.given(strategy)(test)
     given.hypothesis.inner_test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     return given
 

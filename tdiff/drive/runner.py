@@ -1,8 +1,9 @@
 """Running checks: replay the corpus, search with hypothesis, then shrink, judge, report and record.
 
 This module drives the pipeline (strategies -> plan -> backends -> comparison -> verdict ->
-shrink/report/corpus); the stages live in their own modules: `search` (hypothesis), `judge` (one
-case: opinions, evidence, verdict, reruns, timeouts), `shrink`, `report`, `repro`, `corpus`.
+shrink/report/corpus); the stages live in their own modules: `search` (hypothesis), `pipeline` (one case,
+the same for the search, fuzz targets and replay: the compile budget's filter, judging, counting),
+`case_judge` (opinions, evidence, verdict, reruns, timeouts), `shrink`, `report`, `repro`, `corpus`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from ..execute.backends.dry_launch import SPEC as SPECIALIZE
 from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget
 from ..execute.workers import InProcess, Pool, shared_pool
 from ..judge.opinions import Opinions, choose
-from ..judge.verdict import NOT_JUDGED
 from ..record import corpus as corpus_mod
 from ..record import corpus_union, repro
 from ..record.report import _comparisons, render, save_pictures
@@ -35,7 +35,8 @@ from ..record.results import CheckResult, Divergence
 from ..record.shrink import shrink
 from .case_judge import CaseJudge, HangBudgetSpent, SetupError
 from .localize import which_pass
-from .search import Found, search
+from .pipeline import CasePipeline, CaseRecord
+from .search import search
 
 __all__ = ["CheckResult", "Divergence", "Progress", "Runner", "verify", "opinions_for"]
 
@@ -68,6 +69,12 @@ class Runner:
 
     def judge(self, check: Check, result: CheckResult, opinions: Opinions | None = None) -> CaseJudge:
         return CaseJudge(self.executor, check, opinions or opinions_for(check, self.options), self.options, result)
+
+    def pipeline(self, check: Check, judge: CaseJudge | None = None) -> CasePipeline:
+        """The pipeline a check's drawn cases go through (`judge`'s, or a new judge's with a new result), under
+        the check's compile budget."""
+        judge = judge or self.judge(check, self.new_result(check))
+        return CasePipeline(judge, self.budget(check, judge.opinions), lambda case: self.predict_keys(check, case))
 
     def new_result(self, check: Check) -> CheckResult:
         opinions = opinions_for(check, self.options)
@@ -102,7 +109,8 @@ class Runner:
         if isinstance(self.executor, Pool):
             self.executor.warm([judge.spec(s).lane for s in judge.opinions.backends]
                                + [BackendSpec("precompile", slot=i).lane for i in range(workers)])
-        budget = self.budget(check, judge.opinions)
+        pipeline = self.pipeline(check, judge)
+        budget = pipeline.budget
         try:
             if self.options.replay:
                 self.phase(result, "replaying the corpus")
@@ -115,8 +123,7 @@ class Runner:
                     started.update(ahead.start(self.executor, check.ref(), chosen, workers,
                                                     check.timeout or self.options.timeout))
             try:
-                found = search(judge, budget, lambda case: self.predict_keys(check, case), compile_ahead,
-                               lambda phase: self.phase(result, phase))
+                found = search(pipeline, compile_ahead, lambda phase: self.phase(result, phase))
             finally:
                 if started:
                     result.ahead = ahead.finish(self.executor, started)
@@ -192,7 +199,7 @@ class Runner:
         return self.executor.run_many([Job(target, SPECIALIZE, case)], check.timeout or self.options.timeout)[0]
 
     # -- a divergence ------------------------------------------------------------------
-    def finish(self, check: Check, judge: CaseJudge, found: Found, source: str = "search",
+    def finish(self, check: Check, judge: CaseJudge, found: CaseRecord, source: str = "search",
                write_repro: bool = True, known_too: bool = False) -> Divergence:
         """The divergence of a failing case: shrunk (a search's), its final verdict, reproducer (unless
         `write_repro` is False) and corpus entry. A fuzz run's ("fuzz": its engine shrinks) replaces the entry
@@ -318,9 +325,10 @@ class Runner:
             result.notes.append(f"corpus entry {entry.path} could not be judged here: its known divergence is the "
                                 "compiled backend's, which did not run (no CUDA GPU, or not among the backends)")
             return "not judged"
-        verdict, ev = judge.verdict(case, final=known)  # a known divergence's note names its cause
-        judge.account(verdict, ev)
-        if verdict.label == NOT_JUDGED:
+        # every opinion, no compile budget; a known divergence's note names its cause
+        record = CasePipeline(judge).judge_case(case, final=known)
+        verdict = record.verdict
+        if not record.judged:
             result.replayed.append((entry.id, "not judged"))
             result.notes.append(f"corpus entry {entry.path} could not be judged here: {'; '.join(verdict.reasons)}")
             return "not judged"
@@ -348,7 +356,7 @@ class Runner:
                 result.why = result.why or note
             result.notes.append(note)
             if reproduce_known and self.options.repro_dir is not None:
-                div = self.finish(check, judge, Found(case, verdict, ev), source=str(entry.path), known_too=True)
+                div = self.finish(check, judge, record, source=str(entry.path), known_too=True)
                 result.notes.append(f"reproducer: {div.repro_path or 'not written (' + str(div.repro_note) + ')'}")
             return "known"
         if known:
@@ -356,8 +364,7 @@ class Runner:
                                 f"{', '.join(recorded.get('targets') or []) or 'its outputs'}; it now fails otherwise "
                                 f"({verdict.label}): judged as a new failure")
         result.replayed.append((entry.id, "failed"))
-        result.divergences.append(self.finish(check, judge, Found(case, verdict, ev),
-                                              source=f"corpus entry {entry.path}"))
+        result.divergences.append(self.finish(check, judge, record, source=f"corpus entry {entry.path}"))
         return "failed"
 
 

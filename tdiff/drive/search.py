@@ -1,4 +1,4 @@
-"""The search: hypothesis draws cases for a check, each is judged, the first failing case stops it.
+"""The search: hypothesis draws cases for a check, each is judged (`CasePipeline`), the first failing case stops it.
 
 Cases past the check's compile budget still run every opinion that needs no compile (the
 interpreter against the reference, or against itself), so nothing drawn is thrown away. A search draws
@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis
@@ -20,16 +20,11 @@ from hypothesis import errors as herrors
 from hypothesis.internal.reflection import function_digest
 
 from ..core.case import Case
-from ..core.kernels import jit_function
 from ..core.settings import hypothesis_settings
 from ..errors import DeclarationError
-from ..execute.compile_budget import CompileBudget, layout_of
-from ..generate import case_strategy
 from ..generate.plan import boundary_plan, seeded_database
-from ..generate.thresholds import thresholds
-from ..judge.evidence import Evidence
-from ..judge.verdict import NOT_JUDGED, Verdict
-from .case_judge import CaseJudge, HangBudgetSpent
+from .case_judge import HangBudgetSpent
+from .pipeline import CasePipeline, CaseRecord, drawn_cases
 
 
 class _Diverged(Exception):
@@ -51,28 +46,8 @@ GIVE_UP_AFTER = 10
 SAME_LIMITATION_STOP = 3
 LIMITATION = "interpreter limitation: "
 
-
-@dataclass
-class Found:
-    case: Case
-    verdict: Verdict
-    evidence: Evidence
-
-
-#: the labels of what each case reports to `hypothesis.target` (search and shrinking climb them)
-CLOSENESS = "tdiff: largest difference / tolerance"
-LINES_RUN = "tdiff: kernel lines run"
-
-
-def guide(ev: Evidence) -> None:
-    """Tell hypothesis how near this case came to a divergence (the largest difference over
-    tolerance among compared float elements) and how much kernel code it ran, so that its
-    targeted phase, and HypoFuzz, move toward cases that diverge and code no case reached."""
-    near = max((p.comparison.closeness for p in ev.pairs if p.comparison is not None), default=0.0)
-    hypothesis.target(min(near, 1e6), label=CLOSENESS)
-    lines = max((sum(len(v) for v in o.trace.lines.values()) for o in ev.outcomes.values() if o.trace is not None),
-                default=0)
-    hypothesis.target(float(lines), label=LINES_RUN)
+#: what puts the boundary plan's entries back as they were before a run
+Restart = Callable[[], None]
 
 
 def stable_seed(check_id: str) -> int:
@@ -95,14 +70,8 @@ def _hopeless(result: Any, recent: list[str]) -> str | None:
     return None
 
 
-def kernel_thresholds(check: Any, options: Any) -> tuple:
-    """The sizes and dtypes the kernel branches on, which the size strategies also draw, unless
-    `--tdiff-thresholds off` (the search and fuzz targets alike)."""
-    return tuple(thresholds(jit_function(check.kernel), check.launch)) if options.thresholds else ()
-
-
 def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
-            result: Any) -> tuple[hypothesis.settings, Callable[[], None] | None]:
+            result: Any) -> tuple[hypothesis.settings, Restart | None]:
     """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
     search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases; and what puts the
     plan's entries back as they were before a run (None without a plan). The plan's coverage goes to `result`."""
@@ -134,10 +103,19 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
     return hypothesis.settings(settings, derandomize=False, database=db), planned_part.restart
 
 
-def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], Any],
-           ahead: Callable[[list[Case]], None] | None = None,
-           on_case: Callable[[str], None] | None = None) -> Found | None:
-    """Run the check's hypothesis search; the first failing case (as hypothesis shrank it), or None.
+@dataclass
+class _Run:
+    """What a search keeps between the cases hypothesis hands its test."""
+
+    found: CaseRecord | None = None  # the failing case: later runs are hypothesis shrinking it
+    preview: list[Case] | None = None  # collecting the cases to compile ahead, judging none
+    not_judged: list[str] = field(default_factory=list)  # the reasons of the cases not judged, none judged yet
+
+
+def search(pipeline: CasePipeline, ahead: Callable[[list[Case]], None] | None = None,
+           on_case: Callable[[str], None] | None = None) -> CaseRecord | None:
+    """Run the check's hypothesis search, each case through `pipeline`; the first failing case (as hypothesis
+    shrank it), or None.
 
     The search draws at most `max_examples` cases, judged or not (cases hypothesis runs while shrinking a
     failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
@@ -146,86 +124,97 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
     `ahead`, if given, first sees the cases the search is about to draw: the search runs once with
     a test that only collects them (hypothesis draws the same cases again: the same test function,
     settings and seed), so their specializations can be compiled before they are needed."""
+    judge = pipeline.judge
     check, result, options = judge.check, judge.result, judge.options
-    last: dict[str, Found] = {}
-    pending: dict[str, Any] = {}
-    compile_free = judge.opinions.without_compiled()
     settings = hypothesis_settings(options, check.max_examples)
     result.max_examples = settings.max_examples
-    not_judged: list[str] = []  # the reasons of the cases not judged, none judged yet
-
-    def unskip(drawn: tuple | None) -> None:
-        # the budget counts each layout it turned away; only the search's cases run without the compiled
-        # backend count (the caveat), not draws hypothesis discarded, shrinking runs, or cases of another layout
-        if drawn is not None and not drawn[1]:
-            budget.skipped -= 1
-
-    def admit(skeleton: Case) -> bool:
-        # past the budget, cases needing new specializations run without the compiled backend;
-        # decided before the values are drawn, once per layout (shrinking included)
-        if "preview" in pending:
-            return True
-        unskip(pending.get("drawn"))  # (hypothesis discarded that draw: its skeleton never ran)
-        layout = layout_of(skeleton)
-        ok, keys = budget.decide(layout, lambda: predict(skeleton))
-        pending["drawn"] = (layout, ok, keys)
-        return ok or compile_free is not None
+    run = _Run()
 
     def test(case: Case) -> None:
-        if "preview" in pending:
-            pending["preview"].append(case)
+        if run.preview is not None:
+            run.preview.append(case)
             return
-        drawn = pending.pop("drawn", None)
-        compiled = True
-        keys = None
-        shrinking = "found" in last  # hypothesis shrinks the failing case: runs apart from the search's cases
-        if drawn is not None and drawn[0] == layout_of(case):
-            compiled, keys = drawn[1], drawn[2]
-        if drawn is not None and (shrinking or drawn[0] != layout_of(case)):
-            unskip(drawn)
-        opinions = judge.opinions if compiled or compile_free is None else compile_free
-        before, before_s = result.compiles, result.compile_seconds
-        verdict, ev = judge.verdict(case, opinions=opinions)
-        budget.saw(r for o in ev.outcomes.values() for r in o.launches)
-        if compiled and budget.active:
-            reported = [k for o in ev.outcomes.values() if o.launch_keys is not None for k in o.launch_keys]
-            if not reported and any(k == "compiled" for k in opinions.kinds):
-                reported = list(keys if keys is not None else (predict(case) or ()))
-            budget.ran(reported, result.compiles - before, result.compile_seconds - before_s)
-        elif not compiled and not shrinking:
-            result.caveat("budget", "past the compile budget: compared without the compiled backend")
+        shrinking = run.found is not None
+        record = pipeline.drawn(case, shrinking=shrinking)
         if shrinking:
             result.search_shrinks += 1
         else:
             result.cases += 1
-            judge.account(verdict, ev)
         if on_case is not None:
-            on_case("shrinking (hypothesis)" if shrinking or verdict.failed else "searching")
-        guide(ev)
-        if verdict.failed:
+            on_case("shrinking (hypothesis)" if shrinking or record.failed else "searching")
+        if record.failed:
             if result.first_failure is None:
                 result.first_failure = result.cases
-            last["found"] = Found(case, verdict, ev)
-            raise _Diverged(str(verdict))  # (one place: hypothesis tells failures apart by where they were raised)
-        if verdict.label == NOT_JUDGED and not shrinking:
-            reason = verdict.reasons[0] if verdict.reasons else "not judged"
+            run.found = record
+            # (raised in one place: hypothesis tells failures apart by where they were raised)
+            raise _Diverged(str(record.verdict))
+        if not record.judged and not shrinking:
+            reason = record.verdict.reasons[0] if record.verdict.reasons else "not judged"
             result.discarded[reason] += 1
-            not_judged.append(reason)
-            why = _hopeless(result, not_judged)
+            run.not_judged.append(reason)
+            why = _hopeless(result, run.not_judged)
             if why:
                 result.stopped = why
                 raise _Hopeless()
         if not shrinking and result.cases >= settings.max_examples:
             raise _Enough()
-        if verdict.label == NOT_JUDGED:
+        if not record.judged:
             hypothesis.reject()
 
-    found = kernel_thresholds(check, options)
-    derandomized = settings.derandomize
+    def admit(skeleton: Case) -> bool:  # (the preview decides nothing: no case has compiled yet)
+        return run.preview is not None or pipeline.admit(skeleton)
+
+    wrapped, restart_plan = _hypothesis_test(check, options, settings, test, admit, result)
+    if ahead is not None:
+        run.preview = []
+        try:
+            wrapped()
+        except Exception as exc:  # drawing failed: the search proper will say why
+            result.notes.append(f"compiling ahead: drawing the cases failed ({type(exc).__name__}: {exc})")
+        previewed, run.preview = run.preview, None
+        ahead(previewed[:settings.max_examples])
+        if restart_plan is not None:
+            restart_plan()  # (the search proper starts from the plan alone, as the preview did)
+    if on_case is not None:
+        on_case("searching")
+    try:
+        wrapped()
+    except _Diverged:
+        return run.found
+    except _Enough:
+        pass
+    except _Hopeless:
+        result.notes.append(result.stopped)
+        return None
+    except HangBudgetSpent:
+        result.notes.append(f"hangs cost more than the per-case timeout ({judge.timeouts.base:g} s): the search "
+                            "stopped early")
+        if run.found is not None:
+            return run.found
+        raise
+    except herrors.Unsatisfiable:
+        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
+        result.notes.append(f"no case could be judged: {reasons}")
+    except (herrors.FlakyFailure, herrors.Flaky) as exc:  # type: ignore[attr-defined]
+        if run.found is not None:
+            result.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
+            return run.found
+        raise
+    for reason, n in result.discarded.items():
+        result.notes.append(f"{n} case(s) not judged: {reason}")
+    return None
+
+
+def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, test: Callable[[Case], None],
+                     admit: Callable[[Case], bool], result: Any) -> tuple[Callable[[], None], Restart | None]:
+    """`test` as the search's hypothesis test: drawing `drawn_cases`, under `settings` with the boundary plan in
+    its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id; and what puts the plan's
+    entries back as they were (None without a plan)."""
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
-    settings, restart_plan = planned(check, case_strategy(check, None, found), settings, options, key, result)
-    wrapped = settings(hypothesis.given(case_strategy(check, admit if budget.active else None, found))(test))
+    derandomized = settings.derandomize  # (the plan's settings derandomize nothing: they have a database)
+    settings, restart_plan = planned(check, drawn_cases(check, options), settings, options, key, result)
+    wrapped = settings(hypothesis.given(drawn_cases(check, options, admit))(test))
     wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:
         wrapped = hypothesis.seed(options.seed)(wrapped)
@@ -236,43 +225,4 @@ def search(judge: CaseJudge, budget: CompileBudget, predict: Callable[[Case], An
     if settings.database is not None:  # (hypothesis.seed drops the database: the plan's is put back)
         wrapped._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]
             wrapped._hypothesis_internal_use_settings, database=settings.database)  # type: ignore[attr-defined]
-    if ahead is not None:
-        pending["preview"] = []
-        try:
-            wrapped()
-        except Exception as exc:  # drawing failed: the search proper will say why
-            result.notes.append(f"compiling ahead: drawing the cases failed ({type(exc).__name__}: {exc})")
-        ahead(pending.pop("preview")[:settings.max_examples])
-        if restart_plan is not None:
-            restart_plan()  # (the search proper starts from the plan alone, as the preview did)
-    if on_case is not None:
-        on_case("searching")
-    try:
-        try:
-            wrapped()
-        finally:
-            unskip(pending.pop("drawn", None))
-    except _Diverged:
-        return last["found"]
-    except _Enough:
-        pass
-    except _Hopeless:
-        result.notes.append(result.stopped)
-        return None
-    except HangBudgetSpent:
-        result.notes.append(f"hangs cost more than the per-case timeout ({judge.timeouts.base:g} s): the search "
-                            "stopped early")
-        if "found" in last:
-            return last["found"]
-        raise
-    except herrors.Unsatisfiable:
-        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
-        result.notes.append(f"no case could be judged: {reasons}")
-    except (herrors.FlakyFailure, herrors.Flaky) as exc:  # type: ignore[attr-defined]
-        if "found" in last:
-            result.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
-            return last["found"]
-        raise
-    for reason, n in result.discarded.items():
-        result.notes.append(f"{n} case(s) not judged: {reason}")
-    return None
+    return wrapped, restart_plan

@@ -77,6 +77,12 @@ class CompileBudget:
 
     def admits(self, keys: Iterable | None) -> bool:
         """Whether a case with these launch keys runs compiled; counts it as skipped when not."""
+        ok = self._admits(keys)
+        if not ok:
+            self.skipped += 1
+        return ok
+
+    def _admits(self, keys: Iterable | None) -> bool:
         if keys is None:
             return True
         keys = tuple(keys)
@@ -87,23 +93,24 @@ class CompileBudget:
         if new - self.classes:
             self.for_classes += 1
             return True
-        self.skipped += 1
         return False
 
     def decide(self, layout: Any, keys: Callable[[], Iterable | None]) -> tuple[bool, Iterable | None]:
-        """Whether drawn cases of this layout run compiled, and their keys if they had to be found
-        (`keys()` is called only past the budget)."""
+        """Whether cases of this layout run compiled, and their keys if they had to be found (`keys()` is
+        called only past the budget, for a layout's first decision, which stands). Counts nothing as
+        skipped: whoever runs a case without compiling says so (`skip`)."""
         if layout in self._decided:
-            ok = self._decided[layout]
-            if not ok:
-                self.skipped += 1
-            return ok, None
+            return self._decided[layout], None
         if not self.exhausted:
             self._decided[layout] = True
             return True, None
         found = keys()
-        self._decided[layout] = self.admits(found)
+        self._decided[layout] = self._admits(found)
         return self._decided[layout], found
+
+    def skip(self) -> None:
+        """Count a drawn case that ran without the compiled backend."""
+        self.skipped += 1
 
     def ran(self, keys: Iterable | None, compiles: int, seconds: float = 0.0) -> None:
         """Record a case that ran compiled and the compiles it caused."""

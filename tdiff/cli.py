@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import options as options_mod
 from .core.settings import TRACKED_CORPUS
 from .declaration import _import
 from .errors import CorpusError
@@ -31,11 +32,10 @@ def _find_check(meta: dict) -> Any:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from . import options as options_mod
     from .drive.runner import Runner
 
     given = {"backends": args.backends, "isolation": args.isolation, "timeout": args.timeout,
-             "repro-dir": args.repro_dir or "none", "corpus": "none"}
+             "repro-dir": args.repro_dir or "none", "corpus": "none"}  # (nothing else: the defaults of pytest --tdiff)
     try:
         opts = options_mod.build(given.get, Path.cwd()).with_(shrink_budget=0)
     except ValueError as exc:
@@ -143,14 +143,15 @@ def info(_: argparse.Namespace) -> int:
     import torch
     import triton
 
+    from .core.backend_spec import default_backends
     from .execute.backends.base import gpu_available
 
     gpu = torch.cuda.get_device_name() if gpu_available() else None
     print(f"tdiff {importlib.metadata.version('tdiff')}")
     print(f"triton {triton.__version__}, torch {torch.__version__}, numpy {numpy.__version__}")
     print(f"GPU: {gpu or 'none'}")
-    print("default comparison: " + ("compiled vs interpreter" if gpu else
-                                    "interpreter vs reference (the compiled backend needs a CUDA GPU)"))
+    print("default comparison: " + " vs ".join(default_backends(gpu is not None)) + (
+        "" if gpu else " vs reference (the compiled backend needs a CUDA GPU)"))
     return 0
 
 
@@ -169,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=run)
     p = sub.add_parser("replay", help="replay corpus entries (a corpus folder, a kernel's folder or one entry)")
     p.add_argument("paths", nargs="+")
-    p.add_argument("--backends", help="backends, e.g. compiled,interpreter (default: as pytest --tdiff)")
-    p.add_argument("--isolation", default="process", choices=["process", "none"])
-    p.add_argument("--timeout", type=float, default=60.0)
-    p.add_argument("--repro-dir", default=None, help="write reproducers of entries that still fail here")
+    # (pytest's --tdiff-NAME options, without the prefix: the same table, choices, defaults and checks)
+    options_mod.add_arguments(p, ("backends", "isolation", "timeout"))
+    p.add_argument("--repro-dir", default=None, help="write reproducers of entries that still fail here "
+                   "(default: none)")
     p.set_defaults(func=replay)
     p = sub.add_parser("corpus", help="corpus maintenance: merge corpora from several machines, promote reviewed "
                                       "entries into the corpus under version control")

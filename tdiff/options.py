@@ -1,80 +1,205 @@
-"""The run's options as users write them (pytest `--tdiff-*` flags and `tdiff_*` ini keys, the CLI),
-turned into `RunOptions` in one place."""
+"""The run's options as users write them (pytest `--tdiff-*` flags and `tdiff_*` ini keys, the `tdiff` CLI):
+one table (`OPTIONS`: name, type, choices, default, help, the `RunOptions` field it sets), from which the
+pytest plugin registers its flags and ini keys and the CLI its arguments, and by which every value is
+checked, in one place; `build` turns the values given into `RunOptions`."""
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .core.settings import PROFILES, RUN_DIR, TRACKED_CORPUS, RunOptions
 
-#: (name, type, RunOptions field, help)
-OPTIONS: list[tuple[str, type, str, str]] = [
-    ("backends", str, "backends", "backends to run on every case, comma-separated, e.g. compiled,interpreter "
-                                  "(default: compiled and interpreter with a GPU, the interpreter without; a "
-                                  "check's reference always joins)"),
-    ("profile", str, "profile", "hypothesis profile: ci (fast, derandomized), dev or thorough "
-                                "(default: ci when CI is set)"),
-    ("examples", int, "max_examples", "examples drawn per check (overrides the profile)"),
-    ("seed", int, "seed", "hypothesis seed"),
-    ("timeout", float, "timeout", "per-case timeout in seconds for each backend (default 60; after a hang, a "
-                                  "check's later runs wait less)"),
-    ("corpus", str, "corpus_dir", "corpora to replay (default: corpus, the one under version control); 'none' "
-                                  "to neither replay nor write. Several, separated by "
-                                  f"{os.pathsep!r}: all are replayed, each entry once. New entries go to the run "
-                                  "directory's corpus (RUN_DIR/corpus, also replayed), never to these: "
-                                  "`tdiff corpus promote ENTRY` moves a reviewed one"),
-    ("repro-dir", str, "repro_dir", "where reproducers and pictures go (default: RUN_DIR/repro); 'none' to skip"),
-    ("run-dir", str, "run_dir", "the run directory, outside version control (it holds a .gitignore of `*`): new "
-                                "corpus entries, reproducers and progress files (default: .tdiff)"),
-    ("isolation", str, "isolation", "process (workers; a crash or hang fails one case) or none (in this process; "
-                                    "hangs are stopped by a watchdog on the main thread)"),
-    ("shrink-budget", float, "shrink_budget", "seconds tdiff spends shrinking a divergence (default 60)"),
-    ("compile-budget", float, "compile_budget", "compile seconds a check may spend on new combinations of "
-                                                "specialization classes it has compiled before (new classes are "
-                                                "always compiled); past it, such cases run without the compiled "
-                                                "backend (default 30; 0: no limit)"),
-    ("max-compiles", int, "max_compiles", "the same budget as a number of compiles (default 0: no limit)"),
-    ("coverage", str, "coverage", "report (default: name the kernel lines no case ran) or require (such a check "
-                                  "fails)"),
-    ("precompile", int, "precompile", "compile workers that compile a search's specializations ahead of use, "
-                                      "beside it, with a GPU (default 0: off; it did not pay on the suites, see "
-                                      "the README's compile budget section)"),
-    ("targeting", str, "targeting", "on (hypothesis climbs each case's largest difference over tolerance and the "
-                                    "kernel lines it ran) or off (default; see the README's power table)"),
-    ("thresholds", str, "thresholds", "on (default: size strategies also draw the sizes on the constants the kernel "
-                                      "and its launch compare sizes with) or off"),
-    ("plan", int, "plan", "cases per check planned before the random search to cover every pair of boundary "
-                          "classes across its choice points (sizes, layouts, dtypes, value classes, integers "
-                          "drawn inside user strategies) that it can (default: three quarters of the check's "
-                          "examples; 0: none)"),
-    ("localize", str, "localize", "on (name the compiler pass after which a `compiled wrong` case goes wrong: "
-                                  "MLIR's per-pass dumps bisected on the GPU, confirmed by leaving the pass out; "
-                                  "README: Check a compiler change) or off (default)"),
-    ("database", str, "database", "hypothesis example database shared by processes and machines: a directory "
-                                  "(e.g. on shared storage) or redis://host:port/db (needs the redis package); "
-                                  "with --tdiff-fuzz-targets it becomes the session's default database, the one "
-                                  "HypoFuzz uses"),
-    ("shard", str, "shard", "K/N: run only the checks of shard K of N (each check's shard is a stable hash of "
-                            "its id), one per CI job"),
-    ("campaign", str, "campaign_dir", "directory where fuzz targets record the campaign (one JSON-lines file per "
-                                      "process); tdiff campaign DIR makes the table"),
-    ("whole-grid", int, "batched_threshold", "grids of up to this many programs are interpreted whole, the programs "
-                                             "in batches (default 4096); larger grids are sampled (as every grid "
-                                             "over 64 programs is with the backend interpreter:sequential)"),
-]
+ON_OFF = ("on", "off")
 
-#: options of the pytest plugin alone (its output), not of `RunOptions`: (name, help)
-PLUGIN_OPTIONS: list[tuple[str, str]] = [
-    ("json", "write every check's record (what it ran, its pytest outcome, caveats, divergences) and the run's "
-             "totals to this JSON file"),
-    ("summary", "short (default: pytest's outcome lines, one block per check that did not pass, the totals and "
-                "one table of what was worked around or caveated) or full (also every check's own lines, as -v)"),
-    ("progress", "seconds between progress lines of a check still running (default: 10 with -v, 30 without; "
-                 "0: none)"),
-]
+
+@dataclass(frozen=True)
+class Option:
+    """One option: `--tdiff-NAME` on pytest's command line, `tdiff_NAME` in its ini file.
+
+    `type` is str, int, float or bool (written `on` / `off`); `choices` the words a str takes; `default`
+    what a user gets without it, in words; `field` the `RunOptions` field it sets (None: the pytest
+    plugin's own); `minimum` the least number it takes (`zero`: what 0 means), `positive` more than 0;
+    `unit` what a number counts; `aliases` older names that still work, with a warning."""
+
+    name: str
+    type: type
+    help: str
+    default: str
+    field: str | None = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    zero: str = ""
+    positive: bool = False
+    unit: str = ""
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return f"--tdiff-{self.name}"
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """The words it takes, if it takes a fixed set."""
+        return ON_OFF if self.type is bool else self.choices
+
+    @property
+    def metavar(self) -> str:
+        if self.words:
+            return "{" + ",".join(self.words) + "}"
+        return {int: "N", float: "S" if self.unit == "seconds" else "X"}.get(self.type, "VALUE")
+
+    def describe(self) -> str:
+        """Its help, with its choices and default."""
+        return f"{self.help} (default: {self.default})"
+
+    def parse(self, raw: Any, flag: str | None = None) -> Any:
+        """The value of `raw` (a string as written, or a value of the option's type): an int, a float, a str
+        (one of its choices) or a bool. Raises ValueError naming the flag (`flag`, else `--tdiff-NAME`) and what
+        it takes."""
+        flag = flag or self.flag
+        text = str(raw).strip()
+        if self.words:
+            if text not in self.words:
+                raise ValueError(f"{flag} must be {_either(self.words)}, not {raw!r}")
+            return text == "on" if self.type is bool else text
+        try:
+            value = self.type(text)
+        except (TypeError, ValueError):
+            what = {int: "a whole number", float: "a number"}.get(self.type, str(self.type.__name__))
+            raise ValueError(f"{flag} must be {what}{' of ' + self.unit if self.unit else ''}, "
+                             f"not {raw!r}") from None
+        if self.minimum is not None and value < self.minimum:
+            zero = f" ({self.zero})" if self.zero else ""
+            unit = f" {self.unit}" if self.unit else ""
+            raise ValueError(f"{flag} must be {self.minimum:g}{zero} or more{unit}, not {raw!r}")
+        if self.positive and value <= 0:
+            raise ValueError(f"{flag} must be positive, not {raw!r}")
+        return value
+
+    def check(self, raw: str, flag: str | None = None) -> str:
+        """`raw` unchanged, once `parse` accepts it: the argparse type of the flag (argparse reports the error)."""
+        try:
+            self.parse(raw, flag)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return raw
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("backends", str, "backends to run on every case, comma-separated, e.g. compiled,interpreter; a check's "
+           "reference always joins", "compiled and interpreter with a GPU, the interpreter without", "backends"),
+    Option("batched-threshold", int, "grids of up to this many programs are interpreted whole, the programs in "
+           "batches; larger grids are sampled (as every grid over 64 programs is with the backend "
+           "interpreter:sequential)", "4096", "batched_threshold", minimum=0, aliases=("whole-grid",)),
+    Option("profile", str, "hypothesis profile: ci (fast, derandomized), dev or thorough (registered with "
+           "hypothesis as tdiff-ci, tdiff-dev, tdiff-thorough)", "ci when CI is set, else dev", "profile",
+           choices=PROFILES),
+    Option("examples", int, "examples drawn per check (overrides the profile)", "the profile's", "max_examples",
+           minimum=1),
+    Option("seed", int, "hypothesis seed", "none: derandomized (ci) or random", "seed"),
+    Option("timeout", float, "per-case timeout for each backend (after a hang, a check's later runs wait less)",
+           "60", "timeout", positive=True, unit="seconds"),
+    Option("corpus", str, "corpora to replay; 'none' to neither replay nor write. Several, separated by "
+           f"{os.pathsep!r}: all are replayed, each entry once. New entries go to the run directory's corpus "
+           "(RUN_DIR/corpus, also replayed), never to these: `tdiff corpus promote ENTRY` moves a reviewed one",
+           "corpus, the one under version control", "corpus_dir"),
+    Option("repro-dir", str, "where reproducers and pictures go; 'none' to skip", "RUN_DIR/repro", "repro_dir"),
+    Option("run-dir", str, "the run directory, outside version control (it holds a .gitignore of `*`): new corpus "
+           "entries, reproducers and progress files", ".tdiff", "run_dir"),
+    Option("isolation", str, "process (workers; a crash or hang fails one case) or none (in this process; hangs "
+           "are stopped by a watchdog on the main thread)", "process", "isolation", choices=("process", "none")),
+    Option("shrink-budget", float, "seconds tdiff spends shrinking a divergence", "60", "shrink_budget", minimum=0,
+           unit="seconds"),
+    Option("compile-budget", float, "compile seconds a check may spend on new combinations of specialization "
+           "classes it has compiled before (new classes are always compiled); past it, such cases run without "
+           "the compiled backend", "30", "compile_budget", minimum=0, zero="no limit", unit="seconds"),
+    Option("max-compiles", int, "the same budget as a number of compiles", "0", "max_compiles", minimum=0,
+           zero="no limit"),
+    Option("coverage", str, "report (name the kernel lines no case ran) or require (such a check fails)", "report",
+           "coverage", choices=("report", "require")),
+    Option("precompile", int, "compile workers that compile a search's specializations ahead of use, beside it, "
+           "with a GPU. Measured on an H100 (16 cores, -n 4, fresh caches): the bundled suites took 41.1 s "
+           "without and 42.2 s with 2 to 3 compile workers, the liger suites 127.9 s and 135.5 s (the workers "
+           "take cores from the interpreter); keeping TRITON_CACHE_DIR between runs is what pays", "0",
+           "precompile", minimum=0, zero="off", unit="workers"),
+    Option("targeting", bool, "on: hypothesis climbs each case's largest difference over tolerance and the kernel "
+           "lines it ran (at the ci example count it found fewer planted bugs: the README's power table)", "off",
+           "targeting"),
+    Option("thresholds", bool, "on: size strategies also draw the sizes on the constants the kernel and its "
+           "launch compare sizes with", "on", "thresholds"),
+    Option("plan", int, "cases per check planned before the random search to cover every pair of boundary "
+           "classes across its choice points (sizes, layouts, dtypes, value classes, integers drawn inside user "
+           "strategies) that it can; 0: none", "three quarters of the check's examples", "plan", minimum=0),
+    Option("localize", bool, "on: name the compiler pass after which a `compiled wrong` case goes wrong (MLIR's "
+           "per-pass dumps bisected on the GPU, confirmed by leaving the pass out; README: Check a compiler "
+           "change)", "off", "localize"),
+    Option("database", str, "hypothesis example database shared by processes and machines: a directory (e.g. on "
+           "shared storage) or redis://host:port/db (needs the redis package); with --tdiff-fuzz-targets it "
+           "becomes the session's default database, the one HypoFuzz uses", "the profile's", "database"),
+    Option("shard", str, "K/N: run only the checks of shard K of N (each check's shard is a stable hash of its "
+           "id), one per CI job", "off", "shard"),
+    Option("campaign", str, "directory where fuzz targets record the campaign (one JSON-lines file per process); "
+           "tdiff campaign DIR makes the table", "off", "campaign_dir"),
+    # the pytest plugin's own (its output)
+    Option("json", str, "write every check's record (what it ran, its pytest outcome, caveats, divergences) and "
+           "the run's totals to this JSON file", "off"),
+    Option("summary", str, "short (pytest's outcome lines, one block per check that did not pass, the totals "
+           "and one table of what was worked around or caveated) or full (also every check's own lines, as -v)",
+           "short", choices=("short", "full")),
+    Option("progress", float, "seconds between progress lines of a check still running; 0: none",
+           "10 with -v, 30 without", unit="seconds"),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+
+def _either(words: Iterable[str]) -> str:
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def ini_key(name: str) -> str:
+    return f"tdiff_{name.replace('-', '_')}"
+
+
+def register(add_flag: Callable[..., Any], add_ini: Callable[..., Any]) -> None:
+    """Register every option (and each old name, marked deprecated) as a flag and an ini key: `add_flag` and
+    `add_ini` take pytest's `addoption` and `addini` arguments."""
+    for o in OPTIONS:
+        add_flag(o.flag, dest=ini_key(o.name), default=None, type=o.check, metavar=o.metavar, help=o.describe())
+        add_ini(ini_key(o.name), o.describe(), default=None)
+        for old in o.aliases:
+            text = f"deprecated: the old name of {o.flag}, which it sets"
+            add_flag(f"--tdiff-{old}", dest=ini_key(old), default=None, type=o.check, metavar=o.metavar, help=text)
+            add_ini(ini_key(old), text, default=None)
+
+
+def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str]) -> None:
+    """Add the named options to a CLI parser as `--NAME` (no `tdiff-` prefix), checked as pytest checks them."""
+    for name in names:
+        o = BY_NAME[name]
+        parser.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None, metavar=o.metavar,
+                            type=partial(o.check, flag=f"--{name}"), help=o.describe())
+
+
+def value(get: Callable[[str], Any], name: str) -> Any:
+    """The value given for option `name` (`get(name)`: as written, None when not given), parsed; None when not
+    given. An old name's value counts where the new one is not given, with a deprecation warning."""
+    o = BY_NAME[name]
+    raw = get(name)
+    for old in o.aliases:
+        if raw in (None, "", []) and get(old) not in (None, "", []):
+            raw = get(old)
+            warnings.warn(f"--tdiff-{old} (ini {ini_key(old)}) is deprecated: it is now {o.flag} "
+                          f"(ini {ini_key(o.name)})", FutureWarning, stacklevel=3)
+    return None if raw in (None, "", []) else o.parse(raw)
 
 
 def split_backends(text: str) -> tuple[str, ...]:
@@ -98,66 +223,37 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
 
     Paths are relative to `root`. New corpus entries go to `<run dir>/corpus`, which is replayed first; the
     corpora named by `corpus` (default: the tracked `corpus`) are replayed after it and never written."""
-    changes: dict[str, Any] = {}
-    given = {name: get(name) for name, *_ in OPTIONS}
-    given = {k: v for k, v in given.items() if v not in (None, "", [])}
-    run_dir = root / str(given.get("run-dir") or RUN_DIR)
-    if str(given.get("run-dir", "")).lower() == "none":
+    given = {o.name: value(get, o.name) for o in OPTIONS if o.field is not None}
+    if str(given.get("run-dir") or "").lower() == "none":
         raise ValueError("--tdiff-run-dir must be a directory (new corpus entries and progress go there)")
-    changes["run_dir"] = run_dir
-    changes["repro_dir"] = run_dir / "repro"
-    changes["corpus_dir"], changes["corpus_more"] = run_dir / "corpus", (root / TRACKED_CORPUS,)
-    for name, typ, field, _ in OPTIONS:
-        if name not in given or field == "run_dir":
+    run_dir = root / (given.get("run-dir") or RUN_DIR)
+    changes: dict[str, Any] = {"run_dir": run_dir, "repro_dir": run_dir / "repro", "corpus_dir": run_dir / "corpus",
+                               "corpus_more": (root / TRACKED_CORPUS,)}
+    for name, v in given.items():
+        field = BY_NAME[name].field
+        if v is None or field == "run_dir":
             continue
-        raw = given[name]
-        try:
-            value = typ(raw)
-        except (TypeError, ValueError):
-            raise ValueError(f"--tdiff-{name} must be a {typ.__name__}, not {raw!r}") from None
         if field == "backends":
-            value = _backends(value)
-        elif field in ("targeting", "thresholds", "localize"):
-            if value not in ("on", "off"):
-                raise ValueError(f"--tdiff-{name} must be on or off, not {value!r}")
-            value = value == "on"
+            v = _backends(v)
         elif field == "corpus_dir":
-            named = [p.strip() for p in value.split(os.pathsep) if p.strip()] or ["none"]
+            named = [p.strip() for p in v.split(os.pathsep) if p.strip()] or ["none"]
             if any(p.lower() == "none" for p in named):
-                changes["corpus_more"] = ()
-                value = None
+                changes["corpus_more"], v = (), None
             else:
-                changes["corpus_more"] = tuple(root / p for p in named)
-                value = run_dir / "corpus"
+                changes["corpus_more"], v = tuple(root / p for p in named), run_dir / "corpus"
         elif field == "repro_dir":
-            value = None if value.lower() == "none" else root / value
+            v = None if v.lower() == "none" else root / v
         elif field == "database":
             from .drive.database import open_database
 
-            value = open_database(value, root)
+            v = open_database(v, root)
         elif field == "shard":
             from .drive.shard import parse
 
-            value = parse(value)
+            v = parse(v)
         elif field == "campaign_dir":
-            value = root / value
-        elif field == "plan" and value < 0:
-            raise ValueError(f"--tdiff-plan must be 0 or more, not {value}")
-        changes[field] = value
-    if changes.get("profile") not in (None, *PROFILES):
-        raise ValueError(f"--tdiff-profile must be one of {', '.join(PROFILES)}, not {changes['profile']!r}")
-    if changes.get("isolation") not in (None, "process", "none"):
-        raise ValueError("--tdiff-isolation must be process or none")
-    if changes.get("coverage") not in (None, "report", "require"):
-        raise ValueError(f"--tdiff-coverage must be report or require, not {changes['coverage']!r}")
-    if (changes.get("precompile") or 0) < 0:
-        raise ValueError("--tdiff-precompile must be 0 (off) or more workers")
-    if changes.get("max_compiles", 0) < 0:
-        raise ValueError("--tdiff-max-compiles must be 0 (no limit) or more")
-    if changes.get("compile_budget", 0) < 0:
-        raise ValueError("--tdiff-compile-budget must be 0 (no limit) or more seconds")
-    if changes.get("timeout", 1) <= 0:
-        raise ValueError("--tdiff-timeout must be positive")
+            v = root / v
+        changes[field] = v  # type: ignore[index]
     if gpu is not None:
         changes["gpu"] = gpu
     return RunOptions(**changes)

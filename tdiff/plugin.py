@@ -21,15 +21,12 @@ __all__ = ["CHECK_KEY", "RESULTS_KEY", "TdiffItem", "TdiffModule", "TdiffSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from .options import OPTIONS, PLUGIN_OPTIONS
+    from .options import register
 
     group = parser.getgroup("tdiff", "differential testing of Triton kernels")
     group.addoption("--tdiff", action="store_true", default=False,
                     help="collect @tdiff.check kernels (from collected modules and tdiff_paths) and test them")
-    for name, text in [(name, text) for name, _, _, text in OPTIONS] + PLUGIN_OPTIONS:
-        key = f"tdiff_{name.replace('-', '_')}"
-        group.addoption(f"--tdiff-{name}", dest=key, default=None, help=text)
-        parser.addini(key, text, default=None)
+    register(group.addoption, parser.addini)  # (every --tdiff-NAME and tdiff_NAME, from tdiff.options.OPTIONS)
     parser.addini("tdiff_paths", "directories or files with @tdiff.check kernels, collected with --tdiff",
                   type="args", default=["suites"])
     group.addoption("--tdiff-fuzz-targets", action="store_true", default=False,

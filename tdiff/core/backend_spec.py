@@ -12,6 +12,12 @@ from typing import Any
 ORDERS = ("forward", "reversed", "shuffled")
 
 
+def default_backends(gpu: bool) -> tuple[str, ...]:
+    """The backends every case runs on when neither the run nor the check names any: the compiled kernel and
+    the interpreter with a GPU, the interpreter alone without (a check's reference joins either)."""
+    return ("compiled", "interpreter") if gpu else ("interpreter",)
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     """Which backend, with which options. Written `kind[:option[:option]]`, e.g. `interpreter:reversed`.

@@ -11,12 +11,28 @@ from hypothesis import HealthCheck, Phase, Verbosity
 from hypothesis import settings as hsettings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-#: name -> (max_examples, derandomize, use the example database)
-PROFILES: dict[str, tuple[int, bool, bool]] = {
-    "ci": (20, True, False),
-    "dev": (50, False, True),
-    "thorough": (400, False, True),
-}
+#: the run's profiles, registered with hypothesis as `tdiff-<name>`: `ci` (20 examples, derandomized: no example
+#: database), `dev` (50) and `thorough` (400), which keep their examples in `.hypothesis/tdiff` outside CI
+PROFILES = ("ci", "dev", "thorough")
+#: the hypothesis settings a tdiff profile sets; every other one comes from hypothesis's profile loaded when a
+#: search starts
+PROFILE_SETTINGS = ("max_examples", "derandomize", "deadline", "suppress_health_check", "phases",
+                    "report_multiple_bugs", "verbosity", "print_blob")
+
+
+def hypothesis_profile(name: str) -> str:
+    """The name hypothesis knows a tdiff profile by."""
+    return f"tdiff-{name}"
+
+
+for _name, _examples, _derandomize in zip(PROFILES, (20, 50, 400), (True, False, False)):
+    hsettings.register_profile(
+        hypothesis_profile(_name), max_examples=_examples, derandomize=_derandomize,
+        deadline=None,  # a first compile takes up to half a second; never a reason to fail
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                               HealthCheck.large_base_example],
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],  # (--tdiff-targeting adds the target phase)
+        report_multiple_bugs=False, verbosity=Verbosity.quiet, print_blob=False)
 
 
 #: the run directory's default name, beside .pytest_cache
@@ -107,26 +123,25 @@ def prepare_run_dir(run_dir: Path | None, *paths: Path | None) -> None:
 
 
 def hypothesis_settings(opts: RunOptions, max_examples: int | None = None) -> hsettings:
+    """The settings of a check's search: its tdiff profile's (on top of hypothesis's current profile), with
+    `max_examples` (else the run's, else the profile's), the run's database and seed, and the target phase under
+    `--tdiff-targeting on`. A derandomized profile keeps no database; a seed or a database given derandomizes
+    nothing."""
     if opts.profile not in PROFILES:
         raise ValueError(f"unknown profile {opts.profile!r}: {', '.join(PROFILES)}")
-    n, derandomize, use_db = PROFILES[opts.profile]
-    n = max_examples or opts.max_examples or n
+    profile = hsettings.get_profile(hypothesis_profile(opts.profile))
     if opts.database is not None:
         db = opts.database
-    elif use_db and not os.environ.get("CI"):
+    elif not profile.derandomize and not os.environ.get("CI"):
         db = DirectoryBasedExampleDatabase(".hypothesis/tdiff")
     else:
         db = None
-    return hsettings(
-        max_examples=n,
+    own = {name: getattr(profile, name) for name in PROFILE_SETTINGS}
+    return hsettings(**{
+        **own,
+        "max_examples": max_examples or opts.max_examples or profile.max_examples,
         # (a derandomized run uses no database: one given replaces derandomizing, as a seed does)
-        derandomize=derandomize and opts.seed is None and opts.database is None,
-        database=db,
-        deadline=None,  # a first compile takes up to half a second; never a reason to fail
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-                               HealthCheck.large_base_example],
-        phases=[Phase.explicit, Phase.reuse, Phase.generate, *([Phase.target] if opts.targeting else []), Phase.shrink],
-        report_multiple_bugs=False,
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-    )
+        "derandomize": profile.derandomize and opts.seed is None and opts.database is None,
+        "database": db,
+        "phases": [p for p in Phase if p in profile.phases or (p is Phase.target and opts.targeting)],
+    })

@@ -14,7 +14,7 @@ from itertools import combinations
 from typing import Any
 
 from ..core import kernels
-from ..core.backend_spec import BackendSpec
+from ..core.backend_spec import BackendSpec, default_backends
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,9 @@ def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable
         chosen = []
         note = "no CUDA GPU: the metamorphic profile (compiled variants) was not run"
     if not chosen:
-        if gpu_available():
-            chosen = ["compiled", "interpreter"]
-        else:
-            chosen = ["interpreter"]
+        gpu = gpu_available()
+        chosen = list(default_backends(gpu))
+        if not gpu:
             note = (note + "; " if note else "") + "no CUDA GPU: the compiled backend was skipped"
     kinds = [s.kind if isinstance(s, BackendSpec) else BackendSpec.parse(s).kind for s in chosen]
     if check.reference is not None and "reference" not in kinds:

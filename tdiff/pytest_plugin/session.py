@@ -61,16 +61,11 @@ class TdiffSession:
         self.fuzz = bool(config.getoption("tdiff_fuzz_targets"))
         try:
             gpu = gpu_for_worker(self.xdist_worker) if worker else None
-            self.options = options.build(lambda name: get_option(config, name), Path(str(config.rootpath)), gpu)
-            self.summary_mode = str(get_option(config, "summary") or "short")
-            if self.summary_mode not in ("short", "full"):
-                raise ValueError(f"--tdiff-summary must be short or full, not {self.summary_mode!r}")
-            raw = get_option(config, "progress")
-            try:
-                interval = None if raw in (None, "") else float(raw)
-            except ValueError:
-                raise ValueError(f"--tdiff-progress must be a number of seconds, not {raw!r}") from None
-            json_path = get_option(config, "json")
+            get = lambda name: get_option(config, name)  # noqa: E731
+            self.options = options.build(get, Path(str(config.rootpath)), gpu)
+            self.summary_mode = options.value(get, "summary") or "short"
+            interval = options.value(get, "progress")
+            json_path = options.value(get, "json")
         except (ValueError, GPUError) as exc:
             raise pytest.UsageError(str(exc)) from None
         self.verbose = config.get_verbosity() > 0
@@ -131,28 +126,23 @@ class TdiffSession:
         overlap with this process's own imports and collection."""
         if self.config.option.collectonly or self.is_controller or self.options.isolation == "none":
             return  # (an xdist controller runs no tests: its workers warm their own)
-        from ..core.backend_spec import BackendSpec
+        from ..core.backend_spec import BackendSpec, default_backends
         from ..execute.gpus import device_count
         from ..execute.workers import shared_pool
 
         self.pin()
-        if self.options.backends:
-            lanes = sorted({BackendSpec.parse(b).lane if b != "metamorphic" else "gpu" for b in self.options.backends}
-                           | {"ref"})
-        else:
-            lanes = ["gpu", "cpu", "ref"] if device_count() else ["cpu", "ref"]
+        backends = self.options.backends or default_backends(device_count() > 0)
+        lanes = sorted({BackendSpec.parse(b).lane if b != "metamorphic" else "gpu" for b in backends} | {"ref"})
         shared_pool(self.options.gpu).warm(lanes)
 
     def header(self) -> list[str]:
+        from ..core.backend_spec import default_backends
         from ..execute.gpus import device_count
 
         opts = self.options
-        if opts.backends:
-            what = ", ".join(opts.backends)
-        elif device_count():
-            what = "compiled and interpreter"
-        else:
-            what = "interpreter (no CUDA GPU: the compiled backend is skipped)"
+        gpu = device_count() > 0
+        what = ", ".join(opts.backends) if opts.backends else " and ".join(default_backends(gpu)) + (
+            "" if gpu else " (no CUDA GPU: the compiled backend is skipped)")
         corpus = os.pathsep.join(_rel(p, self.config) for p in opts.corpora()) or "off"
         extra = f"; shard {opts.shard[0]}/{opts.shard[1]}" if opts.shard else ""
         if opts.database is not None:

@@ -20,9 +20,10 @@ from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
 from .classify import kind_of
 from .closeness import close, closeness, describe_values, value_mismatch
-from .comparison import Comparison, Forgiven, Mismatch
+from .comparison import Comparison, Mismatch
 from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
 from .rules import Rules
+from .sensitivity import FRAGILE, weigh
 from .targets import Target, View, describe_structure, view
 
 # ------------------------------------------------------------------ the case's inputs
@@ -132,24 +133,29 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
     bad = ~ok
     pending = 0
     infinite = None
+    flags: dict[str, np.ndarray] = {}
     if ta.dtype.is_float and not tol.exact:
-        bad, pending, infinite = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
+        bad, pending, infinite, flags = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
         if not bad.any():
             return
     if guide is not None and guide.fragile is not None and guide.fragile.shape == bad.shape:
-        # decided by comparing computed values within tolerance of each other (an argmax among near-ties):
-        # either decision is right, on any backend; (a decision between computed values does not make a NaN
-        # on one side only: a NaN the reference gives where the kernel passed over a NaN input is no near-tie)
+        # decided by comparing computed values within tolerance of each other (an argmax among near-ties), or
+        # computed near a pole: either result may be right, by as much as the problem's measured scale allows
+        # (`sensitivity.weigh`); (a decision between computed values does not make a NaN on one side only: a NaN
+        # the reference gives where the kernel passed over a NaN input is no near-tie)
         with np.errstate(invalid="ignore"):
             decided = bad & guide.fragile & (np.isnan(va) == np.isnan(vb))
         if decided.any():
-            j = tuple(int(v) for v in np.argwhere(decided)[0]) if decided.ndim else ()
-            cmp.forgiven.append(Forgiven(path, int(decided.sum()), (j, float(va[j]), float(vb[j])), why="fragile"))
-            bad = bad & ~decided
-            if not bad.any():
-                return
+            flags[FRAGILE] = decided
+    bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, scale, rules.sensitivity,
+                                      rules.measurable, cmp)
+    if not bad.any():
+        return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)
     m.edge_pending = pending
+    m.measure_pending = waiting
+    if unexplained:
+        m.message += "; " + unexplained
     if infinite is not None and infinite.any():
         exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
         m.message += "; " + describe_infinite_nan(va, vb, infinite, names, exact)

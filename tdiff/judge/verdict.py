@@ -30,11 +30,11 @@ from ..core.backend_spec import in_other_environment, is_variant, label_lane
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
-from . import integrity
+from . import integrity, sensitivity
 from .classify import DISCARD, FAIL, describe_discard, kind_of
 from .closeness import value_mismatch
 from .compare import coarse_scale
-from .comparison import Comparison
+from .comparison import Comparison, Forgiven
 from .evidence import Evidence, Pair
 from .integrity import GAP, GAP_READ, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
 from .integrity import RACE as RACE_FINDING
@@ -113,19 +113,7 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
         if p.comparison is None:
             continue
         for f in p.comparison.forgiven:
-            (j, x, y) = f.example
-            if f.why == "fragile":
-                out.append(("near-tie", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` were decided by "
-                                        f"comparing computed values within tolerance of each other (e.g. an argmax "
-                                        f"among near-ties), or computed from a value within its rounding error of "
-                                        f"a pole (e.g. the rsqrt of a variance that is rounding noise; at {j}: "
-                                        f"{x:.6g} vs {y:.6g}): either result is right, not failed"))
-                continue
-            how = "the case's inputs reach the dtype's limits" if f.coarse else \
-                "values at the dtype's limits overflowed on the way, in an order Triton does not fix, or the exact " \
-                "result does not fit the dtype"
-            out.append(("range-edge", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` differ only at the "
-                                      f"range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}): not failed"))
+            out.append(_forgiven_note(p, f))
         if p.comparison.coarse:
             tf32 = ", tf32 rounding allowed (a tl.dot at default precision in the kernel's source)" \
                 if p.comparison.tf32_from_source else ""
@@ -134,6 +122,35 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
     for r in ev.reports.values():
         out += r.notes
     return out
+
+
+def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
+    """The caveat (kind, text) for elements a comparison let pass beyond the strict tolerance."""
+    (j, x, y) = f.example
+    head = f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}`"
+    if f.why == "measured":
+        return ("measured", f"{head} differ beyond the strict tolerance but within the problem's measured sensitivity "
+                            f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the float64 reference moves by {f.spread:.3g} "
+                            f"over {f.measured} input perturbations of one rounding); flagged {', '.join(f.flags)}: "
+                            "not failed")
+    if f.why == sensitivity.FLOAT32_OVERFLOW:
+        return ("range-edge (float32 overflow)",
+                f"{head} differ where float32 arithmetic overflowed on the way from "
+                f"{'inputs at the limits of float32' if f.coarse else 'values at the limits of float32'}, while the "
+                f"exact result fits (e.g. at {j}: {x:.6g} vs {y:.6g}): the widest arithmetic kernels use gives no "
+                "better there, and perturbing the inputs does not measure it: not failed")
+    unmeasured = f" (not measured: {f.unmeasured}; the flag forgave them)" if f.unmeasured else ""
+    kind = ("near-tie" if f.why == "fragile" else "range-edge") + (", unmeasured" if f.unmeasured else "")
+    if f.why == "fragile":
+        return (kind, f"{head} were decided by comparing computed values within tolerance of each other (e.g. an "
+                      "argmax among near-ties), or computed from a value within its rounding error of a pole (e.g. the "
+                      f"rsqrt of a variance that is rounding noise; at {j}: {x:.6g} vs {y:.6g}){unmeasured}: "
+                      "not failed")
+    how = "the case's inputs reach the dtype's limits" if f.coarse and f.unmeasured else \
+        "values at the dtype's limits overflowed on the way" if f.unmeasured else \
+        "the exact result does not fit the dtype"
+    return (kind, f"{head} differ only at the range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}){unmeasured}: "
+                  "not failed")
 
 
 def _errors(ev: Evidence) -> Verdict | None:
@@ -345,6 +362,10 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         return None
     if FLOAT64_RUN not in ev.extra and any(m.edge_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
         return Verdict(UNDECIDED, needs=(FLOAT64_RUN,))  # differences at the range edge: is the overflow inherent?
+    if any(m.measure_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
+        missing = tuple(r for r in sensitivity.reruns() if r not in ev.extra)
+        if missing:  # flagged elements beyond the strict tolerance: what does the problem allow there?
+            return Verdict(UNDECIDED, needs=missing)
     refs = ev.roles("reference")
     ref = refs[0] if refs else None
     backends = [r for r in ev.outcomes if kind_of(r) != "reference" and ev.outcomes[r].error is None]

@@ -70,9 +70,9 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     limits fed it) while the other side matches the float64 run.
     An intermediate that overflowed while the exact result fits (values at the limits fed it and an overflow
     happened on the way; without the dataflow, inputs at the limits anywhere: `coarse`) passes only where the
-    arithmetic ran in float32 or wider (`_in_float32_or_wider`: counted as its own caveat); in a half type (float16
-    statistics of a float16 layer norm: mean inf against 1023.5) it is returned as flagged, for the problem's
-    measured scale to judge (`sensitivity.weigh`).
+    inputs have float32's range (`_in_float32_range`: counted as its own caveat); from float16 inputs (statistics of
+    a float16 layer norm: mean inf against 1023.5) it is returned as flagged, for the problem's measured scale to
+    judge (`sensitivity.weigh`).
     Not where a side is NaN and the exact result an infinity that infinite inputs, not an overflow,
     explain (`_infinite_nan`).
     Returns the mismatches left, how many of them are edge differences the float64 run (not there
@@ -131,7 +131,7 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
         j = tuple(int(v) for v in np.argwhere(legit)[0]) if legit.ndim else ()
         cmp.forgiven.append(Forgiven(path, int(legit.sum()), (j, float(va[j]), float(vb[j])), coarse))
     overflowed = candidates & inherent & ~legit & ~infinite  # an overflow on the way, the exact result fits
-    wide = overflowed & _in_float32_or_wider(case, guide, coarse)
+    wide = overflowed if _in_float32_range(case) else none
     if wide.any():
         j = tuple(int(v) for v in np.argwhere(wide)[0]) if wide.ndim else ()
         cmp.forgiven.append(Forgiven(path, int(wide.sum()), (j, float(va[j]), float(vb[j])), coarse,
@@ -142,18 +142,15 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     return bad, pending, infinite, {COARSE if coarse else RANGE_EDGE: flagged} if flagged.any() else {}
 
 
-def _in_float32_or_wider(case: Case, guide: Target | None, coarse: bool) -> bool:
-    """Whether the arithmetic behind a target ran in float32 or wider (the interpreter's precision shadow; without
-    it, the case's floating inputs): an overflow there from inputs at float32's limits (x * x of 1e20, exp(100)) is
-    what float32 gives, the widest type kernels compute in, and stays forgiven as the range edge (no perturbation of
-    the inputs measures it: the float64 reference does not overflow). In float16 or bfloat16 arithmetic (statistics
-    summed in float16: mean inf against 1023.5), inputs reach sqrt(max) at 256: the overflow is the kernel's choice
-    of precision, and only the measured scale may let it pass."""
-    limit = dtypes.dtype("float32").eps
-    if not coarse and guide is not None:
-        return guide.precision <= limit  # (0: no arithmetic recorded)
-    eps = [a.dt.eps for a in case.tensors().values() if a.dt.is_float]
-    return bool(eps) and max(eps) <= limit
+def _in_float32_range(case: Case) -> bool:
+    """Whether the case's floating inputs all have float32's range or wider (float32, bfloat16, float64): at their
+    limits (1e20 squared, exp(100)) an overflow on the way is what float32 arithmetic, the widest kernels use, gives,
+    and stays forgiven as the range edge (no perturbation of the inputs measures it: the float64 reference does not
+    overflow). float16 inputs reach "the limits" (sqrt(65504) = 256) as ordinary values: an overflow from them
+    (statistics summed in float16: mean inf against 1023.5) is the kernel's choice of arithmetic type, and only the
+    measured scale may let it pass."""
+    ranges = [float(a.dt.max) for a in case.tensors().values() if a.dt.is_float]
+    return bool(ranges) and min(ranges) > float(dtypes.dtype("float16").max)
 
 
 def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,

@@ -135,10 +135,10 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
                             "not failed")
     if f.why == sensitivity.FLOAT32_OVERFLOW:
         return ("range-edge (float32 overflow)",
-                f"{head} differ where float32 arithmetic overflowed on the way from "
-                f"{'inputs at the limits of float32' if f.coarse else 'values at the limits of float32'}, while the "
-                f"exact result fits (e.g. at {j}: {x:.6g} vs {y:.6g}): the widest arithmetic kernels use gives no "
-                "better there, and perturbing the inputs does not measure it: not failed")
+                f"{head} differ where {'the case holds' if f.coarse else 'the kernel computed from'} inputs at the "
+                f"limits of float32's range and an overflow happened on the way, while the exact result fits (e.g. at "
+                f"{j}: {x:.6g} vs {y:.6g}): float32 arithmetic, the widest kernels use, gives no better there, and "
+                "perturbing the inputs does not measure it: not failed")
     unmeasured = f" (not measured: {f.unmeasured}; the flag forgave them)" if f.unmeasured else ""
     kind = ("near-tie" if f.why == "fragile" else "range-edge") + (", unmeasured" if f.unmeasured else "")
     if f.why == "fragile":

@@ -70,9 +70,9 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     limits fed it) while the other side matches the float64 run.
     An intermediate that overflowed while the exact result fits (values at the limits fed it and an overflow
     happened on the way; without the dataflow, inputs at the limits anywhere: `coarse`) passes only where the
-    inputs have float32's range (`_in_float32_range`: counted as its own caveat); from float16 inputs (statistics of
-    a float16 layer norm: mean inf against 1023.5) it is returned as flagged, for the problem's measured scale to
-    judge (`sensitivity.weigh`).
+    case's inputs reach float32's limits (`_at_float32_limits`: counted as its own caveat); from float16 inputs
+    (statistics of a float16 layer norm: mean inf against 1023.5) it is returned as flagged, for the problem's
+    measured scale to judge (`sensitivity.weigh`).
     Not where a side is NaN and the exact result an infinity that infinite inputs, not an overflow,
     explain (`_infinite_nan`).
     Returns the mismatches left, how many of them are edge differences the float64 run (not there
@@ -131,7 +131,7 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
         j = tuple(int(v) for v in np.argwhere(legit)[0]) if legit.ndim else ()
         cmp.forgiven.append(Forgiven(path, int(legit.sum()), (j, float(va[j]), float(vb[j])), coarse))
     overflowed = candidates & inherent & ~legit & ~infinite  # an overflow on the way, the exact result fits
-    wide = overflowed if _in_float32_range(case) else none
+    wide = overflowed if _at_float32_limits(case) else none
     if wide.any():
         j = tuple(int(v) for v in np.argwhere(wide)[0]) if wide.ndim else ()
         cmp.forgiven.append(Forgiven(path, int(wide.sum()), (j, float(va[j]), float(vb[j])), coarse,
@@ -142,15 +142,22 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     return bad, pending, infinite, {COARSE if coarse else RANGE_EDGE: flagged} if flagged.any() else {}
 
 
-def _in_float32_range(case: Case) -> bool:
-    """Whether the case's floating inputs all have float32's range or wider (float32, bfloat16, float64): at their
-    limits (1e20 squared, exp(100)) an overflow on the way is what float32 arithmetic, the widest kernels use, gives,
+def _at_float32_limits(case: Case) -> bool:
+    """Whether the case holds floating inputs at the limits of float32's range: a finite magnitude of at least
+    sqrt(float32 max) (1.8e19), or an infinity in an input of float32's range (float32, bfloat16, float64). From such
+    inputs (1e20 squared, exp(1e20)) an overflow on the way is what float32 arithmetic, the widest kernels use, gives,
     and stays forgiven as the range edge (no perturbation of the inputs measures it: the float64 reference does not
-    overflow). float16 inputs reach "the limits" (sqrt(65504) = 256) as ordinary values: an overflow from them
-    (statistics summed in float16: mean inf against 1023.5) is the kernel's choice of arithmetic type, and only the
-    measured scale may let it pass."""
-    ranges = [float(a.dt.max) for a in case.tensors().values() if a.dt.is_float]
-    return bool(ranges) and min(ranges) > float(dtypes.dtype("float16").max)
+    overflow). float16 inputs never get there: they reach "the limits" of their own type (sqrt(65504) = 256) as
+    ordinary values, and an overflow from them (statistics summed in float16: mean inf against 1023.5) is the
+    kernel's choice of arithmetic type, which only the measured scale may let pass."""
+    cached = case.__dict__.get("_at_float32_limits")
+    if cached is not None:
+        return cached
+    limit, half = math.sqrt(float(dtypes.dtype("float32").max)), float(dtypes.dtype("float16").max)
+    found = any(float(v.max()) >= limit and (bool(np.isfinite(v).all()) or float(dt.max) > half)
+                for dt, v in float_input_magnitudes(case, False))
+    case.__dict__["_at_float32_limits"] = found
+    return found
 
 
 def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,

@@ -61,3 +61,4 @@ def twice_as_four(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     tl.store(out_ptr + offs, x * 4.0, mask=offs < n)  # the bug: 4x; at 20000, inf against 40000, 80000 in float64
+

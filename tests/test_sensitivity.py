@@ -102,6 +102,20 @@ def test_an_overflow_of_float32_arithmetic_from_inputs_at_its_limits_stays_a_cou
     assert not v.failed and [k for k, _ in v.notes] == ["range-edge (float32 overflow)"], v
 
 
+def test_the_float32_overflow_exemption_asks_for_inputs_at_float32s_limits():
+    from tdiff.judge.edges import _at_float32_limits
+
+    def case(**tensors):
+        return Case({k: tensor_arg(v) for k, v in tensors.items()})
+
+    # FlagGems' layer norm: float32 x at the limits beside a float16 bias; bfloat16 has float32's range
+    assert _at_float32_limits(case(x=torch.tensor([1e38, 0.0]), b=half(1.0)))
+    assert _at_float32_limits(case(x=torch.tensor([float("inf")], dtype=torch.bfloat16)))
+    # float16 never gets there: 60000 and its infinities are ordinary float16 values
+    assert not _at_float32_limits(case(x=half(60000.0, float("inf"))))
+    assert not _at_float32_limits(case(x=torch.tensor([1e19, 1.0])))  # (below sqrt(max float32) = 1.8e19)
+
+
 def test_float16_statistics_of_a_float16_row_fail_where_the_mean_fits():
     # 65 x 1023.5 (inputs above sqrt(65504) = 256): the float16 sum overflows, the mean 1023.5 fits float16
     x = torch.full((1, 65), 1023.5, dtype=torch.float16)

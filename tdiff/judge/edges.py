@@ -71,8 +71,8 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     An intermediate that overflowed while the exact result fits (values at the limits fed it and an overflow
     happened on the way; without the dataflow, inputs at the limits anywhere: `coarse`) passes only where the
     case's inputs reach float32's limits (`_at_float32_limits`: counted as its own caveat); from float16 inputs
-    (statistics of a float16 layer norm: mean inf against 1023.5) it is returned as flagged, for the problem's
-    measured scale to judge (`sensitivity.weigh`).
+    (statistics of a float16 layer norm summed in float16: mean inf against 1023.5) it is returned as flagged, for
+    the problem's measured scale to judge (`sensitivity.weigh`).
     Not where a side is NaN and the exact result an infinity that infinite inputs, not an overflow,
     explain (`_infinite_nan`).
     Returns the mismatches left, how many of them are edge differences the float64 run (not there

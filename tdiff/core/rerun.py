@@ -19,12 +19,18 @@ REFERENCE = "reference"  # the check's reference, run only when two opinions dis
 # the check's reference in float64 on the case's inputs perturbed by one rounding at their precision (`k` > 0: which
 # perturbation; 0: unperturbed): what the problem allows (see tdiff.judge.sensitivity)
 PERTURBED = "perturbed"
+# the interpreter with every floating result rounded up or down at random (`k` > 0: which run of the ensemble; 0:
+# rounded to nearest, the ensemble's centre): what the kernel's own float program produces
+# (see tdiff.execute.interpreter.rounding, tdiff.judge.sensitivity.ensemble)
+ROUNDED = "rounded"
 
 #: program orders an interpreter rerun may take
 ORDERS = (REVERSED, SHUFFLED)
 #: reruns of one opinion (they name it) and reruns of their own
 OF_AN_OPINION = (AGAIN, ZERO_FILL, ALT_UNSPECIFIED, *ORDERS)
-STANDALONE = (FP64, REFERENCE, PERTURBED)
+STANDALONE = (FP64, REFERENCE, PERTURBED, ROUNDED)
+#: standalone reruns that take an index `k`
+INDEXED = (PERTURBED, ROUNDED)
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,8 @@ class Rerun:
             raise ValueError(f"a {self.how} rerun stands alone (of={self.of!r})")
         if self.how not in OF_AN_OPINION and self.how not in STANDALONE:
             raise ValueError(f"unknown rerun {self.how!r}: {', '.join(OF_AN_OPINION + STANDALONE)}")
-        if self.k and self.how != PERTURBED:
-            raise ValueError(f"only a {PERTURBED} rerun has a perturbation index (k={self.k})")
+        if self.k and self.how not in INDEXED:
+            raise ValueError(f"only a {' or '.join(INDEXED)} rerun has an index (k={self.k})")
 
     @property
     def order(self) -> str | None:
@@ -52,7 +58,7 @@ class Rerun:
         return self.how if self.how in ORDERS else None
 
     def __str__(self) -> str:
-        if self.how == PERTURBED:
+        if self.how in INDEXED:
             return f"{self.how}#{self.k}"
         return self.how if self.of is None else f"{self.how}:{self.of}"
 

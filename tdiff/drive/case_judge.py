@@ -12,7 +12,7 @@ from typing import Any
 from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
-from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, PERTURBED, REFERENCE, ZERO_FILL, Rerun
+from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, PERTURBED, REFERENCE, ROUNDED, ZERO_FILL, Rerun
 from ..core.settings import RunOptions
 from ..execute.workers import InProcess, Job
 from ..judge.evidence import Evidence, gather
@@ -155,6 +155,8 @@ class CaseJudge:
             return self.spec(BackendSpec("reference"))
         if need.how == PERTURBED:  # on `sensitivity.perturbed_case`'s inputs, already float64
             return self.spec(BackendSpec("reference", upcast=True))
+        if need.how == ROUNDED:  # one run of the random-rounding ensemble (k=0: rounded to nearest)
+            return self.spec(BackendSpec("interpreter", rounding=need.k))
         spec = self.roles[need.of]  # type: ignore[index]
         if need.how == AGAIN:
             return spec

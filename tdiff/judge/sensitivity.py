@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import dtypes
+from ..core.backend_spec import is_reference
 from ..core.case import Case, TensorArg
 from ..core.outcome import Outcome
-from ..core.rerun import PERTURBED, Rerun
+from ..core.rerun import PERTURBED, ROUNDED, Rerun
 from ..core.tolerance import Tolerance
 from .comparison import Comparison, Forgiven
 from .targets import view
@@ -58,6 +59,38 @@ def _perturb(arg: TensorArg, k: int, index: int) -> TensorArg:
         with np.errstate(invalid="ignore", over="ignore"):
             values = values * (1.0 + signs * (dt.eps / 2))
     return TensorArg("float64", arg.shape, arg.strides, arg.offset, values, arg.layout, arg.tags)
+
+
+#: runs of the kernel's random-rounding ensemble (besides the one rounded to nearest)
+ENSEMBLE = 4
+
+
+def ensemble_reruns() -> tuple[Rerun, ...]:
+    """The interpreter rounded to nearest (k=0) and `ENSEMBLE` runs rounded at random."""
+    return tuple(Rerun(ROUNDED, k=k) for k in range(ENSEMBLE + 1))
+
+
+def ensemble_spread(case: Case, extra: Mapping[Rerun, Outcome]) -> tuple[dict[str, np.ndarray], str | None]:
+    """What the kernel's own float program produces: per target, the largest distance of a randomly rounded run
+    from the run rounded to nearest (`ensemble_reruns()`, all in `extra`); or why there is none (a run failed)."""
+    runs = [extra[r] for r in ensemble_reruns()]
+    failed = next((o for o in runs if o.error is not None), None)
+    if failed is not None:
+        return {}, f"the interpreter failed with random rounding: {failed.error.summary()}"
+    base, *others = [view(o, case) for o in runs]
+    out: dict[str, np.ndarray] = {}
+    for path, t0 in base.targets.items():
+        found = [v.targets.get(path) for v in others]
+        if any(t is None or t.shape != t0.shape for t in found):
+            continue
+        spread = np.zeros(t0.shape)
+        for t in found:
+            with np.errstate(invalid="ignore", over="ignore"):
+                same = (t.values == t0.values) | (np.isnan(t.values) & np.isnan(t0.values))
+                d = np.where(same, 0.0, np.abs(t.values - t0.values))
+            spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
+        out[path] = spread
+    return out, None
 
 
 def perturbed_case(case: Case, k: int) -> Case:
@@ -139,12 +172,28 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
     if spread is not None:
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(va - vb)
-            allowed = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb)) + tol.scale * scale
-            within = flagged & (np.isinf(spread) | (diff <= allowed + (1.0 if tol.exact else 2.0) * spread))
-        if within.any():
-            j = _first(within)
-            names = tuple(n for n, m in flags.items() if (m & within).any())
-            cmp.forgiven.append(Forgiven(path, int(within.sum()), (j, float(va[j]), float(vb[j])), why="measured",
+            strict = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb))
+            # a flag marks where a difference may be legitimate: the element's whole tolerance, plus the spread; an
+            # element within tolerance only by its dataflow scale gets the strict part, plus the spread
+            allowed = np.where(_only(flags, SCALE, flagged), strict, strict + tol.scale * scale)
+            margin = (1.0 if tol.exact else MARGIN) * spread
+            within = flagged & (np.isinf(spread) | (diff <= allowed + margin))
+            # or as close to the problem's own value (the float64 reference, unperturbed) as that: a reference run in
+            # the case's precision rounds, underflows and overflows on its own
+            exact = sensitivity.exact.get(path)  # type: ignore[union-attr]
+            if exact is not None and exact.shape == bad.shape and not tol.exact:
+                kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not is_reference(side.backend)]
+                near = np.ones(bad.shape, bool)
+                for v in kernel:
+                    d = np.abs(v - exact)
+                    near &= (d <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + margin) | \
+                        ((v == exact) | (np.isnan(v) & np.isnan(exact)))
+                within |= flagged & near
+        named = within & ~_only(flags, SCALE, within)  # (within the measured scale and the tolerance: no caveat)
+        if named.any():
+            j = _first(named)
+            names = tuple(n for n, m in flags.items() if (m & named).any() and n != SCALE)
+            cmp.forgiven.append(Forgiven(path, int(named.sum()), (j, float(va[j]), float(vb[j])), why="measured",
                                          flags=names, spread=float(spread[j]),
                                          measured=sensitivity.count))  # type: ignore[union-attr]
         left = flagged & ~within
@@ -152,13 +201,22 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
         if left.any():
             j = _first(left)
             names = tuple(n for n, m in flags.items() if (m & left).any())
-            text = (f"{int(left.sum())} element(s) flagged {'/'.join(names)} differ beyond what the problem allows, "
+            what = f"flagged {'/'.join(names)}" if names != (SCALE,) else \
+                "within the kernel's dataflow tolerance (which follows its own operations)"
+            text = (f"{int(left.sum())} element(s) {what} differ beyond what the problem allows, "
                     f"first at {j}: {cmp.a.backend}={float(va[j]):.6g}, {cmp.b.backend}={float(vb[j]):.6g}, while the "
                     f"float64 reference moves by at most {float(spread[j]):.3g} there under input perturbations of one "
-                    "rounding: a flag does not forgive a difference the precision does not explain")
+                    "rounding: " + ("a flag does not forgive a difference the precision does not explain"
+                                    if names != (SCALE,) else "the kernel loses accuracy the problem does not"))
+            cmp.beyond_problem.setdefault(path, np.zeros(bad.shape, bool))
+            cmp.beyond_problem[path] |= left
         return bad & ~within, 0, text
     if measurable and sensitivity is None:
         return bad, int(flagged.sum()), ""
+    scaled = _only(flags, SCALE, flagged)  # nothing measured them: the dataflow tolerance they are within decides
+    flagged &= ~scaled
+    bad = bad & ~scaled
+    flags = {n: m for n, m in flags.items() if n != SCALE}
     why = sensitivity.error if sensitivity is not None and sensitivity.error else \
         "the check has no reference to perturb" if not measurable else "the reference gave no such output"
     for name, mask in flags.items():
@@ -170,6 +228,24 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
                                          coarse=name == COARSE, flags=(name,), unmeasured=why))
             flagged &= ~mine
     return bad & ~_any(flags, bad), 0, ""
+
+
+#: how many times the measured spread a difference may add to the strict tolerance (either side may be off by it)
+MARGIN = 2.0
+#: the flag of elements within tolerance only by its dataflow scale (judge.compare: measured against a reference)
+SCALE = "dataflow scale"
+
+
+def _only(flags: Mapping[str, np.ndarray], name: str, where: np.ndarray) -> np.ndarray:
+    """The elements of `where` that only flag `name` marks."""
+    mine = flags.get(name)
+    if mine is None:
+        return np.zeros(where.shape, bool)
+    others = np.zeros(where.shape, bool)
+    for n, m in flags.items():
+        if n != name:
+            others |= m
+    return where & mine & ~others
 
 
 #: a Forgiven's `why` for an overflow in float32 arithmetic on the way to a result that fits (judge.edges)

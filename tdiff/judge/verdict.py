@@ -61,6 +61,7 @@ NEVER_LAUNCHED = "kernel never launched"
 STRUCTURE = "structure mismatch"
 BOTH_FAILED = "both failed"
 VS_REFERENCE = "disagrees with reference"
+NUMERICALLY_UNSTABLE = "numerically unstable"
 
 #: integrity finding kinds, in the order they are judged, and their verdicts
 INTEGRITY = ((UNLAUNCHED, NEVER_LAUNCHED), (OOB, OUT_OF_BOUNDS), (GUARD, OUT_OF_BOUNDS), (GAP, OUTSIDE_VIEW),
@@ -436,6 +437,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
     side = p.a if p.b == ref else p.b
     reasons = [p.comparison.summary()]  # type: ignore[union-attr]
     if len(backends) > 1 and all((q := ev.pair(b, ref)) is not None and q.disagrees for b in backends):
+        unstable = _unstable(ev, p, side, ref, final)
+        if unstable is not None:
+            return unstable
         return Verdict(KERNEL_BUG, [f"{' and '.join(backends)} agree with each other; the reference disagrees with "
                                     "both: a bug in the kernel (or in the reference)", *reasons],
                        pair=(side, ref), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
@@ -444,11 +448,62 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         return rerun
     if isinstance(rerun, tuple):
         return Verdict(UNDECIDED, needs=rerun)
+    unstable = _unstable(ev, p, side, ref, final)
+    if unstable is not None:
+        return unstable
     narrowed = any(m.narrowing for m in p.comparison.mismatches)  # type: ignore[union-attr]
     how = "where a narrowing cast fed it" if narrowed else "beyond tolerance"
     return Verdict(VS_REFERENCE, [f"{side}'s result differs from the reference {how}: a kernel bug, or a "
                                   f"backend bug", *reasons], pair=(side, ref), kind="values",
                    targets=_targets(p.comparison))  # type: ignore[arg-type]
+
+
+def _unstable(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdict | None:
+    """A final verdict on a kernel whose result differs from the reference beyond what the problem allows (its
+    measured scale: `Comparison.beyond_problem`): where the kernel's own float program, run as a random-rounding
+    ensemble, moves that far too (every such element within the strict tolerance plus `MARGIN` times the
+    ensemble's spread), the algorithm loses accuracy the problem does not: `numerically unstable`. Elsewhere (a
+    difference rounding does not produce), None: the caller's verdict (a bug) stands. Asks for the ensemble's runs
+    first (an UNDECIDED verdict that needs them)."""
+    cmp = p.comparison
+    if not final or cmp is None or not cmp.beyond_problem or ev.outcomes[side].error is not None:
+        return None
+    missing = tuple(r for r in sensitivity.ensemble_reruns() if r not in ev.extra)
+    if missing:
+        return Verdict(UNDECIDED, needs=missing)
+    spreads, why = sensitivity.ensemble_spread(ev.case, ev.extra)
+    if why is not None:
+        return None
+    mine, truth = view(ev.outcomes[side], ev.case), view(ev.outcomes[ref], ev.case)
+    worst: tuple[float, float, str] | None = None
+    for path, where in cmp.beyond_problem.items():
+        spread, ta, tr = spreads.get(path), mine.targets.get(path), truth.targets.get(path)
+        mismatch = next((m for m in cmp.mismatches if m.target == path and m.tol is not None), None)
+        if spread is None or ta is None or tr is None or mismatch is None or spread.shape != where.shape:
+            return None
+        tol = mismatch.tol
+        if tol.exact or not ta.dtype.is_float:  # (an index or an integer: rounding does not make it unstable)
+            return None
+        with np.errstate(invalid="ignore", over="ignore"):
+            a, b = ta.values[where], tr.values[where]
+            diff = np.abs(a - b)
+            allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + sensitivity.MARGIN * spread[where]
+            if not bool((diff <= allowed).all()):
+                return None
+        j = int(np.argmax(diff))
+        if worst is None or diff[j] > worst[0]:
+            worst = (float(diff[j]), float(spread[where][j]), path)
+    if worst is None:
+        return None
+    diff, spread, path = worst
+    return Verdict(NUMERICALLY_UNSTABLE, [
+        f"{side}'s `{path}` differs from the reference by up to {diff:.3g}, beyond what the problem allows at this "
+        f"precision (the float64 reference moves far less when its inputs move by one rounding), and the kernel's "
+        f"own float program moves by up to {spread:.3g} there when each floating operation rounds up or down at "
+        f"random ({sensitivity.ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not "
+        "(cancellation, a sum or statistic in a narrower type than the output, eps placed where it no longer "
+        f"guards): a finding; if that precision is intended, declare it: tolerances={{{path!r}: ...}}",
+        cmp.summary()], pair=(side, ref), kind="values", targets=_targets(cmp))
 
 
 def decide(ev: Evidence, final: bool = False) -> Verdict:

@@ -82,7 +82,7 @@ def test_an_overflow_on_the_way_to_a_result_that_fits_fails():
     v, ev = verdict(S.twice_via_four, x=half(20000.0, 1.0, 2.0, 3.0))
     assert v.label == V.VS_REFERENCE, v
     assert "flagged range-edge (overflow on the way) differ beyond what the problem allows" in text(v), text(v)
-    assert perturbed_runs(ev) == list(range(sensitivity.PERTURBATIONS + 1))
+    assert perturbed_runs(ev) == list(range(sensitivity.PERTURBATIONS + sensitivity.NATIVE + 1))
 
 
 def test_an_overflow_the_problem_allows_at_this_precision_passes_naming_the_flag():
@@ -170,9 +170,9 @@ def _compiled_without_dataflow(check, case):
 
 
 def _measure(check, case):
-    ref = ReferenceBackend(BackendSpec("reference", upcast=True))
-    return sensitivity.measure(case, {r: ref.run(check, sensitivity.perturbed_case(case, r.k))
-                                      for r in sensitivity.reruns()})
+    wide, own = ReferenceBackend(BackendSpec("reference", upcast=True)), ReferenceBackend(BackendSpec("reference"))
+    return sensitivity.measure(case, {r: (own if sensitivity.native(r.k) else wide).run(
+        check, sensitivity.perturbed_case(case, r.k)) for r in sensitivity.reruns()})
 
 
 def test_the_coarse_range_edge_flag_waits_for_the_measurement_and_does_not_forgive_beyond_it():

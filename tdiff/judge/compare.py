@@ -155,8 +155,11 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
     if by_scale is not None and by_scale.any():
         flags[SCALE] = by_scale
         bad = bad | by_scale
+    loaded: np.ndarray | float = input_scale(case)
+    if guide is not None and guide.loaded is not None and guide.loaded.shape == bad.shape:
+        loaded = np.where(np.isfinite(guide.loaded), guide.loaded, loaded)
     bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, scale, rules.sensitivity,
-                                      rules.measurable, cmp)
+                                      rules.measurable, cmp, loaded)
     if not bad.any():
         return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)

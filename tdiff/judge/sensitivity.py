@@ -37,11 +37,22 @@ from .targets import view
 
 #: random perturbations of the inputs (besides the unperturbed float64 run)
 PERTURBATIONS = 6
+#: ... and runs of the reference at the case's own precision on inputs each moved by one ulp in their own dtype
+#: (k = PERTURBATIONS + 1 ...): the rounding any computation of the problem at this precision carries, where the
+#: problem itself is insensitive (a divergence of two equal distributions is 0 whatever the inputs; a float32
+#: computation of it still rounds its terms)
+NATIVE = 4
 
 
 def reruns() -> tuple[Rerun, ...]:
-    """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..)."""
-    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + 1))
+    """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..), then the
+    reference at the case's precision on perturbed inputs (`native(k)`)."""
+    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + 1))
+
+
+def native(k: int) -> bool:
+    """Whether the k-th perturbed run is the reference at the case's own precision (else in float64)."""
+    return k > PERTURBATIONS
 
 
 def measured(extra: Mapping[Rerun, Outcome]) -> bool:
@@ -93,12 +104,28 @@ def ensemble_spread(case: Case, extra: Mapping[Rerun, Outcome]) -> tuple[dict[st
     return out, None
 
 
+def _nudge(arg: TensorArg, k: int, index: int) -> TensorArg:
+    """`arg` in its own dtype, each finite element of its storage moved one ulp up or down at random (seeded by k
+    and the input's position); bfloat16 (carried as bits) and values that would leave the finite range stay."""
+    data = np.asarray(arg.storage)
+    if data.dtype.kind != "f":
+        return arg
+    signs = np.random.default_rng([k, index]).choice(np.array([-1.0, 1.0]), size=data.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        moved = np.nextafter(data, (signs * np.inf).astype(data.dtype))
+    moved = np.where(np.isfinite(data) & np.isfinite(moved), moved, data).astype(data.dtype)
+    return TensorArg(arg.dtype, arg.shape, arg.strides, arg.offset, moved, arg.layout, arg.tags)
+
+
 def perturbed_case(case: Case, k: int) -> Case:
-    """The case with every floating tensor input in float64, perturbed by one rounding at its own precision (k>0),
-    for the reference's float64 run `Rerun(PERTURBED, k=k)`. Other inputs (integers, scalars) are unchanged."""
+    """The case with every floating tensor input perturbed by one rounding at its own precision (k>0): in float64
+    for the reference's float64 run `Rerun(PERTURBED, k=k)`, or, for `native(k)`, by one ulp in its own dtype for
+    the reference's run at the case's precision. Other inputs (integers, scalars) are unchanged."""
     inputs = {}
     for i, (name, value) in enumerate(case.inputs.items()):
-        inputs[name] = _perturb(value, k, i) if isinstance(value, TensorArg) and value.dt.is_float else value
+        if isinstance(value, TensorArg) and value.dt.is_float:
+            value = _nudge(value, k, i) if native(k) else _perturb(value, k, i)
+        inputs[name] = value
     return Case(inputs, case.config, case.dims)
 
 
@@ -154,9 +181,11 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType,
 
 def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.ndarray,
           flags: Mapping[str, np.ndarray], tol: Tolerance, scale: np.ndarray | float,
-          sensitivity: Sensitivity | None, measurable: bool, cmp: Comparison) -> tuple[np.ndarray, int, str]:
+          sensitivity: Sensitivity | None, measurable: bool, cmp: Comparison,
+          loaded: np.ndarray | float = 0.0) -> tuple[np.ndarray, int, str]:
     """Judge the mismatching elements (`bad`) that a flag marks (`flags`: name -> mask) by the measured scale.
 
+    `loaded`: the largest magnitude among the inputs each element was computed from (its program's loads).
     Measured: those within it pass (counted in `cmp.forgiven`, the flags named); the others stay failed whatever
     their flags. Not measured yet, with a reference to perturb: they stay failed and are counted as pending (the
     verdict asks for the measurement). Nothing to measure with (no reference, or it failed on the perturbed inputs):
@@ -175,7 +204,9 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
             strict = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb))
             # a flag marks where a difference may be legitimate: the element's whole tolerance, plus the spread; an
             # element within tolerance only by its dataflow scale gets the strict part, plus the spread
-            allowed = np.where(_only(flags, SCALE, flagged), strict, strict + tol.scale * scale)
+            # (the scale of the inputs the element was computed from, not of the kernel's own intermediates: one
+            # rounding of what it loaded is noise any computation of it carries, where the problem is insensitive)
+            allowed = np.where(_only(flags, SCALE, flagged), strict + tol.scale * loaded, strict + tol.scale * scale)
             margin = (1.0 if tol.exact else MARGIN) * spread
             within = flagged & (np.isinf(spread) | (diff <= allowed + margin))
             # or as close to the problem's own value (the float64 reference, unperturbed) as that: a reference run in
@@ -186,7 +217,8 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
                 near = np.ones(bad.shape, bool)
                 for v in kernel:
                     d = np.abs(v - exact)
-                    near &= (d <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + margin) | \
+                    near &= (d <= allowed - strict + tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact))
+                             + margin) | \
                         ((v == exact) | (np.isnan(v) & np.isnan(exact)))
                 within |= flagged & near
         named = within & ~_only(flags, SCALE, within)  # (within the measured scale and the tolerance: no caveat)

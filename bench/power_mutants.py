@@ -986,3 +986,15 @@ for _kernel, _orig, _kind, _bug, _trigger, _triggered in power_generic.GENERIC:
     MUTANTS.append(_m)
     TRIGGERS[_m.name] = _triggered
 BY_NAME = {m.name: m for m in MUTANTS}
+
+# ------------------------------------------------------------------ precision bugs (bench/power_precision.py)
+
+from bench import power_precision  # noqa: E402
+
+ORIGINALS = (*ORIGINALS, *power_precision.ORIGINALS)
+for _kernel, _orig, _kind, _bug, _trigger, _triggered in power_precision.PRECISION:
+    _m = Mutant(kernels.kernel_name(_kernel), power_generic.check_of(_orig), f"generic: {_kind}", _bug, _trigger,
+                _kernel, _triggered)
+    MUTANTS.append(_m)
+    TRIGGERS[_m.name] = _triggered
+BY_NAME = {m.name: m for m in MUTANTS}

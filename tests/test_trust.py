@@ -143,8 +143,10 @@ def test_differences_at_the_range_edge_pass_with_a_note():
     top = float(np.finfo(np.float32).max)
     v, _ = verdict(H.atomic_sum, x=torch.tensor([top, top, -top, 1.0, top, 2.0, 3.0, -top]))
     assert not v.failed, v
+    # the variance overflows float32 on the way while the exact result (+-1.41) fits: float32's own overflow, a
+    # caveat of its own (in float16 arithmetic it would fail: tests/test_sensitivity.py)
     v, _ = verdict(H.layer_norm, x=torch.tensor([[top, 1.0, 2.0, -top], [1.0, 2.0, 3.0, 4.0]]))
-    assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
+    assert not v.failed and any(k == "range-edge (float32 overflow)" for k, _ in v.notes), v
     a = torch.tensor([[top, 1.0], [float("inf"), -2.0]])
     v, _ = verdict(H.small_matmul, a=a, b=torch.tensor([[1.0, -1.0], [top, 3.0]]))
     assert not v.failed, v
@@ -256,15 +258,21 @@ def test_an_argmax_among_near_ties_passes_and_an_exact_tie_rule_is_judged():
         runner = tdiff.Runner(OPTS.with_(isolation="none"))
         return runner.judge(check, runner.new_result(check)).verdict(Case({"x": tensor_arg(x)}))[0]
 
-    # 0 and 1e-5 both round to 1000 + 0: the kernel's own rounding ties them, the reference does not
-    v = verdict(H.argmax_rounded, torch.tensor([[0.0, 1e-5, -3.0]]))
-    assert not v.failed and [k for k, _ in v.notes] == ["near-tie"], v
+    # 1 and the next float32 both round to 1000 + 1: the kernel's own rounding ties them, the reference does not, and
+    # one rounding of the inputs moves the reference's argmax: either index is right (measured, the flag named)
+    one_up = float(np.nextafter(np.float32(1.0), np.float32(2)))
+    v = verdict(H.argmax_rounded, torch.tensor([[1.0, one_up, -3.0]]))
+    assert not v.failed and [k for k, _ in v.notes] == ["measured"] and "near-tie" in v.notes[0][1], v
+    # 0 and 1e-5 tie in the kernel only: the problem does not have that tie (tests/test_sensitivity.py)
+    assert verdict(H.argmax_rounded, torch.tensor([[0.0, 1e-5, -3.0]])).label == V.VS_REFERENCE
     assert verdict(H.argmax_rounded, torch.tensor([[0.0, 1.0, -3.0]])).label == V.PASSED  # far apart: exact
     # the same index rule, wrong, on loaded values: no arithmetic, so no backend may tie them differently
     v = verdict(H.argmax_last_tie, torch.tensor([[2.0, 2.0, -3.0]]))
     assert v.label == V.VS_REFERENCE, v
+    # the search finds such a tie of the kernel's own making (x + 1000 - 1000 quantizes to 6e-5): an unstable
+    # argmax, which no flag forgives any more
     r = run(H.argmax_rounded)
-    assert r.status == "passed", r.report()
+    assert label(r) == [V.VS_REFERENCE] and "flagged fragile" in r.report(), r.report()
 
 
 def test_a_hang_costs_about_twice_the_timeout_and_leaves_a_reproducer(tmp_path):

@@ -40,6 +40,9 @@ class BackendSpec:
     # the interpreter runs a launch's programs in batches where they agree (see execute.interpreter.batched),
     # or, `interpreter:sequential`, one by one as Triton does
     batched: bool = True
+    # an ensemble run of the interpreter (`interpreter:rr3`): every floating result rounded up or down at random,
+    # the k-th such run (see execute.interpreter.rounding); 0: rounded to nearest, as Triton does
+    rounding: int = 0
     slot: int = 0  # precompile: which of the compile workers runs it
     # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
     # (as Triton spells them), and an autotune config index that replaces the case's
@@ -104,6 +107,8 @@ class BackendSpec:
             parts.append("alt-unspecified")
         if not self.batched and self.kind == "interpreter":
             parts.append("sequential")
+        if self.rounding and self.kind == "interpreter":
+            parts.append(f"rr{self.rounding}")
         if self.device:
             parts.append(self.device)
         return ":".join(parts)
@@ -212,6 +217,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["unspecified"] = "alternate"
         elif opt == "sequential":
             out["batched"] = False
+        elif opt.startswith("rr") and opt[2:].isdigit() and int(opt[2:]) > 0:
+            out["rounding"] = int(opt[2:])
         elif opt == "cpu" or opt.startswith("cuda"):
             out["device"] = opt
         else:

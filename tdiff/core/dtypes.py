@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +105,13 @@ ALIASES = {
 
 class UnsupportedDType(ValueError):
     """A dtype tdiff cannot draw or compare."""
+
+
+def overflow_threshold(dt: DType) -> float:
+    """The smallest magnitude that rounds to infinity in the floating dtype `dt` (round to nearest): its largest
+    finite value plus half an ulp there."""
+    top = float(dt.max)
+    return top + dt.eps * 2.0 ** math.floor(math.log2(top)) / 2
 
 
 def dtype(spec: str | torch.dtype | DType) -> DType:

@@ -1,7 +1,8 @@
 """Reruns a verdict asks for before it decides: what changes (`how`) in the run of which opinion (`of`).
 
 A `Rerun` is the key of `Evidence.extra` and what `Verdict.needs` lists; the runner turns it into a backend spec
-(`CaseJudge.rerun_spec`). Its text (`str`) is for people only: `zero-fill:compiled`, `fp64`.
+(`CaseJudge.rerun_spec`) and, for a perturbed rerun, a case (`judge.sensitivity.perturbed_case`). Its text (`str`) is
+for people only: `zero-fill:compiled`, `fp64`, `perturbed#3`.
 """
 
 from __future__ import annotations
@@ -15,21 +16,31 @@ REVERSED = "reversed"  # the interpreter's programs in reversed order
 SHUFFLED = "shuffled"  # ... in a shuffled order
 FP64 = "fp64"  # the interpreter on inputs upcast to float64 (a third opinion where there is no reference)
 REFERENCE = "reference"  # the check's reference, run only when two opinions disagree (metamorphic)
+# the check's reference in float64 on the case's inputs perturbed by one rounding at their precision (`k` > 0: which
+# perturbation; 0: unperturbed): what the problem allows (see tdiff.judge.sensitivity)
+PERTURBED = "perturbed"
+# the interpreter with every floating result rounded up or down at random (`k` > 0: which run of the ensemble; 0:
+# rounded to nearest, the ensemble's centre): what the kernel's own float program produces
+# (see tdiff.execute.interpreter.rounding, tdiff.judge.sensitivity.ensemble)
+ROUNDED = "rounded"
 
 #: program orders an interpreter rerun may take
 ORDERS = (REVERSED, SHUFFLED)
 #: reruns of one opinion (they name it) and reruns of their own
 OF_AN_OPINION = (AGAIN, ZERO_FILL, ALT_UNSPECIFIED, *ORDERS)
-STANDALONE = (FP64, REFERENCE)
+STANDALONE = (FP64, REFERENCE, PERTURBED, ROUNDED)
+#: standalone reruns that take an index `k`
+INDEXED = (PERTURBED, ROUNDED)
 
 
 @dataclass(frozen=True)
 class Rerun:
     """One rerun: `how` (one of `OF_AN_OPINION` or `STANDALONE`) and, for the former, the label of the outcome it
-    reruns (`of`)."""
+    reruns (`of`); for a perturbed rerun, which perturbation (`k`)."""
 
     how: str
     of: str | None = None
+    k: int = 0
 
     def __post_init__(self) -> None:
         if self.how in OF_AN_OPINION and not self.of:
@@ -38,6 +49,8 @@ class Rerun:
             raise ValueError(f"a {self.how} rerun stands alone (of={self.of!r})")
         if self.how not in OF_AN_OPINION and self.how not in STANDALONE:
             raise ValueError(f"unknown rerun {self.how!r}: {', '.join(OF_AN_OPINION + STANDALONE)}")
+        if self.k and self.how not in INDEXED:
+            raise ValueError(f"only a {' or '.join(INDEXED)} rerun has an index (k={self.k})")
 
     @property
     def order(self) -> str | None:
@@ -45,6 +58,8 @@ class Rerun:
         return self.how if self.how in ORDERS else None
 
     def __str__(self) -> str:
+        if self.how in INDEXED:
+            return f"{self.how}#{self.k}"
         return self.how if self.of is None else f"{self.how}:{self.of}"
 
 

@@ -12,12 +12,13 @@ from typing import Any
 from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
-from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, REFERENCE, ZERO_FILL, Rerun
+from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, PERTURBED, REFERENCE, ROUNDED, ZERO_FILL, Rerun
 from ..core.settings import RunOptions
 from ..execute.workers import InProcess, Job
 from ..judge.evidence import Evidence, gather
 from ..judge.opinions import Opinions
 from ..judge.rules import Rules
+from ..judge.sensitivity import native, perturbed_case
 from ..judge.verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
 from ..record.results import CheckResult
 
@@ -98,9 +99,10 @@ class CaseJudge:
     def target(self) -> Any:
         return self.check if isinstance(self.executor, InProcess) else self.check.ref()
 
-    def run(self, case: Case, specs: list[BackendSpec]) -> list[Outcome]:
+    def run(self, case: Case, specs: list[BackendSpec], cases: list[Case] | None = None) -> list[Outcome]:
+        """Run each spec on the case (or on its own of `cases`: a perturbed rerun's inputs)."""
         timeout = self.timeouts.current()
-        jobs = [Job(self.target(), s, case) for s in specs]
+        jobs = [Job(self.target(), s, c) for s, c in zip(specs, cases or [case] * len(specs))]
         outcomes = self.executor.run_many(jobs, timeout)
         self.timeouts.observe(outcomes, timeout)
         if self.timeouts.hung:
@@ -142,7 +144,8 @@ class CaseJudge:
         return ev
 
     def rules(self) -> Rules:
-        return Rules(self.check.tolerance, self.check.tolerances)
+        return Rules(self.check.tolerance, self.check.tolerances,
+                     measurable=getattr(self.check, "reference", None) is not None)
 
     def rerun_spec(self, need: Rerun) -> BackendSpec:
         """The backend spec of a rerun a verdict asks for: the spec of the opinion it reruns, changed."""
@@ -150,6 +153,10 @@ class CaseJudge:
             return self.spec(BackendSpec("interpreter", upcast=True))
         if need.how == REFERENCE:
             return self.spec(BackendSpec("reference"))
+        if need.how == PERTURBED:  # on `sensitivity.perturbed_case`'s inputs: float64, or the case's own dtypes
+            return self.spec(BackendSpec("reference", upcast=not native(need.k)))
+        if need.how == ROUNDED:  # one run of the random-rounding ensemble (k=0: rounded to nearest)
+            return self.spec(BackendSpec("interpreter", rounding=need.k))
         spec = self.roles[need.of]  # type: ignore[index]
         if need.how == AGAIN:
             return spec
@@ -180,14 +187,18 @@ class CaseJudge:
             if not needs:
                 break
             specs = [self.rerun_spec(n) for n in needs]
-            for n, spec, o in zip(needs, specs, self.run(case, specs)):
+            cases = [perturbed_case(case, n.k) if n.how == PERTURBED else case for n in needs]
+            for n, spec, o in zip(needs, specs, self.run(case, specs, cases)):
                 o.spec, o.rerun = spec, n
                 ev.add(n, o)
-            if FLOAT64_RUN in needs:  # the float64 run decides differences at the range edge: compare again
+            if any(n == FLOAT64_RUN or n.how == PERTURBED for n in needs):
+                # the float64 run decides differences at the range edge, the perturbed reference runs flagged
+                # elements: compare again
                 pairs = [(p.a, p.b) for p in ev.pairs]
                 extra = ev.extra
                 third = ev.on_divergence
-                ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra[FLOAT64_RUN])
+                ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra.get(FLOAT64_RUN),
+                            extra)
                 ev.extra.update(extra)
                 ev.on_divergence = third
             v = decide(ev, final)

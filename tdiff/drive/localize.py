@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.case import Case
 from ..core.outcome import Outcome
+from ..core.rerun import FLOAT64_RUN
 from ..execute.stages import StageUnsupported, localize
 from ..judge.classify import kind_of
 from ..judge.evidence import Evidence, gather
@@ -45,7 +46,8 @@ def which_pass(judge: Any, case: Case, verdict: Verdict, ev: Evidence) -> str | 
     def agrees(outcome: Outcome) -> bool | None:
         outcome.backend = role
         outs = {**others, role: outcome}
-        e = gather(case, check.kernel_name, outs, judge.rules(), [(role, k) for k in others])
+        e = gather(case, check.kernel_name, outs, judge.rules(), [(role, k) for k in others],
+                   ev.extra.get(FLOAT64_RUN), ev.extra)  # (the problem's measured scale, where the verdict had it)
         if any(not p.classification.judged for p in e.pairs):
             return None
         return not any(p.disagrees for p in e.pairs)

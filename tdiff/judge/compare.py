@@ -18,11 +18,13 @@ from ..core.backend_spec import is_reference
 from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
+from ..core.tolerance import Tolerance
 from .classify import kind_of
 from .closeness import close, closeness, describe_values, value_mismatch
-from .comparison import Comparison, Forgiven, Mismatch
+from .comparison import Comparison, Mismatch
 from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
 from .rules import Rules
+from .sensitivity import FRAGILE, SCALE, weigh
 from .targets import Target, View, describe_structure, view
 
 # ------------------------------------------------------------------ the case's inputs
@@ -127,29 +129,44 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
     if narrow:  # a narrowing cast fed these values: any difference from the reference is the cast's
         with np.errstate(invalid="ignore"):
             ok &= (va == vb) | (np.isnan(va) & np.isnan(vb))
-    if ok.all():
+    # elements within the tolerance only by its dataflow scale (which follows the kernel's own operations, so
+    # it would forgive any unstable algorithm): against a reference, the problem's measured scale decides them
+    by_scale = ok & ~close(va, vb, tol, 0.0, ra, rb) if _scale_measured(path, ta, tol, rules, cmp, ops, narrow) \
+        else None
+    if ok.all() and (by_scale is None or not by_scale.any()):
         return
     bad = ~ok
     pending = 0
     infinite = None
+    flags: dict[str, np.ndarray] = {}
     if ta.dtype.is_float and not tol.exact:
-        bad, pending, infinite = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
-        if not bad.any():
+        bad, pending, infinite, flags = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
+        if not bad.any() and (by_scale is None or not by_scale.any()):
             return
     if guide is not None and guide.fragile is not None and guide.fragile.shape == bad.shape:
-        # decided by comparing computed values within tolerance of each other (an argmax among near-ties):
-        # either decision is right, on any backend; (a decision between computed values does not make a NaN
-        # on one side only: a NaN the reference gives where the kernel passed over a NaN input is no near-tie)
+        # decided by comparing computed values within tolerance of each other (an argmax among near-ties), or
+        # computed near a pole: either result may be right, by as much as the problem's measured scale allows
+        # (`sensitivity.weigh`); (a decision between computed values does not make a NaN on one side only: a NaN
+        # the reference gives where the kernel passed over a NaN input is no near-tie)
         with np.errstate(invalid="ignore"):
             decided = bad & guide.fragile & (np.isnan(va) == np.isnan(vb))
         if decided.any():
-            j = tuple(int(v) for v in np.argwhere(decided)[0]) if decided.ndim else ()
-            cmp.forgiven.append(Forgiven(path, int(decided.sum()), (j, float(va[j]), float(vb[j])), why="fragile"))
-            bad = bad & ~decided
-            if not bad.any():
-                return
+            flags[FRAGILE] = decided
+    if by_scale is not None and by_scale.any():
+        flags[SCALE] = by_scale
+        bad = bad | by_scale
+    loaded: np.ndarray | float = input_scale(case)
+    if guide is not None and guide.loaded is not None and guide.loaded.shape == bad.shape:
+        loaded = np.where(np.isfinite(guide.loaded), guide.loaded, loaded)
+    bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, scale, rules.sensitivity,
+                                      rules.measurable, cmp, loaded)
+    if not bad.any():
+        return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)
     m.edge_pending = pending
+    m.measure_pending = waiting
+    if unexplained:
+        m.message += "; " + unexplained
     if infinite is not None and infinite.any():
         exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
         m.message += "; " + describe_infinite_nan(va, vb, infinite, names, exact)
@@ -168,6 +185,19 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
         m.message += (" (the kernel's float32 tl.dot at default precision was judged as IEEE float32: neither side ran "
                       "it in tf32; a reference that rounds like tf32 declares tolerance=\"tf32\")")
     cmp.mismatches.append(m)
+
+
+def _scale_measured(path: str, t: Target, tol: Tolerance, rules: Rules, cmp: Comparison, ops: set[str] | None,
+                    narrow: Any) -> bool:
+    """Whether elements within `tol` only by its dataflow scale wait for the problem's measured scale: against the
+    check's reference, for a floating target whose tolerance tdiff chose (a declared one is the precision the check
+    accepts), unless a tf32 `tl.dot` (a precision the kernel chose, which perturbing the inputs does not model) or
+    an undeclared narrowing cast (judged on its own) fed it."""
+    if tol.exact or not t.dtype.is_float or not _has_reference(cmp) or narrow or not rules.measurable:
+        return False
+    if rules.tolerance is not None or rules.tolerances.get(path) is not None:
+        return False
+    return ops is None or not any(o in ("dot:tf32", "tf32") for o in ops)
 
 
 def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comparison,

@@ -34,6 +34,7 @@ class Mismatch:
     tol: Tolerance | None = None
     scale: np.ndarray | None = None  # each element's dataflow magnitude (the tolerance's `scale` term)
     edge_pending: int = 0  # elements at the range edge that the float64 run may show to be legitimate
+    measure_pending: int = 0  # flagged elements that wait for the problem's measured scale (judge.sensitivity)
     within_tf32: bool = False  # every element would pass with the tf32 allowance this pair was not given
     narrowing: tuple[tuple[str, str], ...] = ()  # undeclared narrowing casts (line, dtype) that fed the target
 
@@ -44,13 +45,19 @@ class Mismatch:
 
 @dataclass
 class Forgiven:
-    """Elements of a target that differed only at the edge of the range, let pass."""
+    """Elements of a target let pass beyond the strict tolerance: their exact result does not fit the dtype
+    (`range-edge`), or the difference lies within the problem's measured sensitivity (`measured`, see
+    `tdiff.judge.sensitivity`), or, where nothing could measure it (`unmeasured` says why), a flag marked them."""
 
     target: str
     count: int
     example: tuple[tuple, float, float]
     coarse: bool = False  # decided without the interpreter's dataflow (inputs at the limits somewhere)
-    why: str = "range-edge"  # or "fragile": decided by a comparison of computed values within tolerance
+    why: str = "range-edge"  # "fragile": decided by a comparison of computed values within tolerance; "measured"
+    flags: tuple[str, ...] = ()  # the flags that marked them (named in the caveat; none passes an element)
+    spread: float = 0.0  # measured: the reference's spread at the example
+    measured: int = 0  # measured: over how many input perturbations
+    unmeasured: str = ""  # forgiven by a flag because nothing measured the problem's scale: why
 
 
 @dataclass
@@ -64,6 +71,9 @@ class Comparison:
     tf32_from_source: bool = False  # no interpreter trace: tf32 allowed because the source has a tf32 tl.dot
     ieee_dots: bool = False  # the kernel's tf32 tl.dot judged as IEEE float32: neither side ran tf32
     tf32_ops: set[str] | None = None  # with ieee_dots: the ops as the kernel asked for them (tf32 included)
+    # by target: elements that differ beyond what the problem's measured scale allows (judge.sensitivity); an
+    # ensemble of the kernel's own float program under random rounding says whether it explains them
+    beyond_problem: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def within_tf32(self) -> bool:

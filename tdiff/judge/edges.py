@@ -1,6 +1,7 @@
-"""The dtype's edges: which differences at the edge of the range are inherent to the computation at
-this precision and pass (`_range_edge`), which NaNs infinite inputs explain and fail (`_infinite_nan`),
-and the narrowing casts that no element tolerance forgives (`narrowing`)."""
+"""The dtype's edges: which differences at the edge of the range pass because the exact result does not fit
+the dtype, and which an overflow on the way flags for the measured scale (`_range_edge`), which NaNs infinite
+inputs explain and fail (`_infinite_nan`), and the narrowing casts that no element tolerance forgives
+(`narrowing`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..core.tolerance import Tolerance, resolve
 from .closeness import close, fmt
 from .comparison import Comparison, Forgiven
 from .rules import Rules
+from .sensitivity import COARSE, FLOAT32_OVERFLOW, RANGE_EDGE
 from .targets import Target
 
 # ------------------------------------------------------------------ the range edge
@@ -51,66 +53,111 @@ def range_edge(a: np.ndarray, b: np.ndarray, dt: dtypes.DType) -> np.ndarray:
         return ~np.isfinite(a) | ~np.isfinite(b) | (np.abs(a) >= top) | (np.abs(b) >= top)
 
 
+def overflows(t: np.ndarray, dt: dtypes.DType) -> np.ndarray:
+    """Where exact values (float64) do not fit `dt`: infinite, or of a magnitude that rounds to infinity in it
+    (at least its largest finite value plus half an ulp there)."""
+    with np.errstate(invalid="ignore"):
+        return np.isinf(t) | (np.abs(t) >= dtypes.overflow_threshold(dt))
+
+
 def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: dtypes.DType, case: Case,
                 rules: Rules, guide: Target | None, cmp: Comparison, tol: Tolerance,
-                scale: np.ndarray | float) -> tuple[np.ndarray, int, np.ndarray]:
-    """Let pass the elements that differ only at the edge of the range where that is inherent to the
-    computation at this precision: values at the dtype's limits fed them (inputs with edge ratio >= 1,
-    or an intermediate at the limit), and an overflow happened on the way (seen by the interpreter),
-    or the float64 run shows an intermediate or the exact result at the edge, or the reference
-    overflowed where the kernel's result matches the float64 run. Also where the exact result lies
-    beyond the dtype's range (the float64 run's, or the reference's inf) and both sides are at the edge
-    (inf, NaN or the top half of the range).
+                scale: np.ndarray | float) -> tuple[np.ndarray, int, np.ndarray, dict[str, np.ndarray]]:
+    """Let pass the elements that differ only at the edge of the range because the exact result does not fit
+    the output's dtype: both sides at the edge (inf, NaN or the top half of the range) and the exact value (the
+    float64 reference's, else the float64 run's) beyond the range, or the reference's own value an infinity that
+    the other side's NaN or same-signed saturation matches. Also where the reference overflowed (values at the
+    limits fed it) while the other side matches the float64 run.
+    An intermediate that overflowed while the exact result fits (values at the limits fed it and an overflow
+    happened on the way; without the dataflow, inputs at the limits anywhere: `coarse`) passes only where the
+    case's inputs reach float32's limits (`_at_float32_limits`: counted as its own caveat); from float16 inputs
+    (statistics of a float16 layer norm summed in float16: mean inf against 1023.5) it is returned as flagged, for
+    the problem's measured scale to judge (`sensitivity.weigh`).
     Not where a side is NaN and the exact result an infinity that infinite inputs, not an overflow,
     explain (`_infinite_nan`).
     Returns the mismatches left, how many of them are edge differences the float64 run (not there
-    yet) might let pass, and the NaNs `_infinite_nan` kept failed."""
+    yet) might let pass, the NaNs `_infinite_nan` kept failed, and the flagged elements by flag."""
     edge = range_edge(va, vb, dt)
     if guide is not None and guide.overflow is not None and guide.overflow.shape == bad.shape:
         edge = edge | guide.overflow  # an overflow upstream can end in a finite value (rsqrt(inf) = 0)
     edge &= bad
+    none = np.zeros(bad.shape, bool)
     if not edge.any():
-        return bad, 0, np.zeros(bad.shape, bool)
+        return bad, 0, none, {}
     coarse = guide is None or guide.scale is None
     if coarse:
         fed = np.full(bad.shape, input_edge(case) >= 1)
     elif guide.edge is not None:
         fed = guide.edge >= 1
     else:
-        fed = np.zeros(bad.shape, bool)
+        fed = none.copy()
     candidates = edge & fed
     both = edge & range_edge(va, va, dt) & range_edge(vb, vb, dt)  # each side inf, NaN or in the top half
-    inherent = np.zeros(bad.shape, bool) if coarse or guide.overflow is None else guide.overflow.copy()
-    beyond = np.zeros(bad.shape, bool)
+    inherent = none.copy() if coarse or guide.overflow is None else guide.overflow.copy()
+    beyond = none.copy()
+    reference_overflowed = none.copy()
     exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
     if exact is not None and exact.shape == bad.shape:
         top = float(dt.max)
         t = exact.values
         with np.errstate(invalid="ignore"):
             inherent |= ~np.isfinite(t) | (np.abs(t) >= top / 2)
-            beyond = both & (np.isinf(t) | (np.abs(t) > top))  # no finite answer in this dtype
+            beyond = both & overflows(t, dt)  # no finite answer in this dtype
         if exact.overflow is not None:  # an intermediate beyond the dtype's range, in exact arithmetic
             inherent |= exact.overflow
-        loose = tol.loosened(4)
+        # relative to the exact value, not to the element's dataflow scale (widened to the loaded inputs where an
+        # overflow happened upstream: it would call any value "close")
+        loose = Tolerance(rtol=tol.loosened(4).rtol, atol=tol.atol)
         for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
             if is_reference(name):  # a reference in the case's precision may overflow
                 at_edge = range_edge(ref, ref, dt)
-                inherent |= at_edge & close(other, t, loose, scale)
+                reference_overflowed |= candidates & at_edge & close(other, t, loose)
     elif coarse and rules.fp64 is None:
         inherent = candidates  # no interpreter ran here: the inputs at the limits are all there is to go on
+    kernels = none.copy()  # beyond the range by the kernel's own float64 run only: waits for the problem's value
+    problem = rules.sensitivity.exact.get(path) if rules.sensitivity is not None else None
+    if problem is not None and problem.shape == bad.shape:  # the float64 reference: the problem's own value
+        beyond = both & overflows(problem, dt)
+    elif rules.measurable and rules.sensitivity is None:  # (a kernel computing 4x instead of 2x overflows in float64
+        kernels, beyond = beyond, none.copy()  # too: its float64 run is no evidence of what the problem gives)
     for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
         if is_reference(name):  # the reference says the result does not fit the dtype: a NaN (inf -
             # inf on the way) or a value saturating towards the same infinity is all this dtype can give
             with np.errstate(invalid="ignore"):
                 beyond |= both & np.isinf(ref) & (np.isnan(other) | (np.sign(other) == np.sign(ref)))
     infinite = _infinite_nan(va, vb, bad, guide, cmp, exact)
-    legit = ((candidates & inherent) | beyond) & ~infinite
+    legit = (beyond | reference_overflowed) & ~infinite
     if legit.any():
         j = tuple(int(v) for v in np.argwhere(legit)[0]) if legit.ndim else ()
         cmp.forgiven.append(Forgiven(path, int(legit.sum()), (j, float(va[j]), float(vb[j])), coarse))
-    bad = bad & ~legit
+    overflowed = candidates & inherent & ~legit & ~infinite  # an overflow on the way, the exact result fits
+    wide = overflowed if _at_float32_limits(case) else none
+    if wide.any():
+        j = tuple(int(v) for v in np.argwhere(wide)[0]) if wide.ndim else ()
+        cmp.forgiven.append(Forgiven(path, int(wide.sum()), (j, float(va[j]), float(vb[j])), coarse,
+                                     why=FLOAT32_OVERFLOW, flags=(COARSE if coarse else RANGE_EDGE,)))
+    flagged = (overflowed & ~wide) | (kernels & ~legit & ~infinite)  # the measured scale decides
+    bad = bad & ~legit & ~wide
     pending = int(((candidates | both) & ~legit & ~infinite).sum()) if rules.fp64 is None else 0
-    return bad, pending, infinite
+    return bad, pending, infinite, {COARSE if coarse else RANGE_EDGE: flagged} if flagged.any() else {}
+
+
+def _at_float32_limits(case: Case) -> bool:
+    """Whether the case holds floating inputs at the limits of float32's range: a finite magnitude of at least
+    sqrt(float32 max) (1.8e19), or an infinity in an input of float32's range (float32, bfloat16, float64). From such
+    inputs (1e20 squared, exp(1e20)) an overflow on the way is what float32 arithmetic, the widest kernels use, gives,
+    and stays forgiven as the range edge (no perturbation of the inputs measures it: the float64 reference does not
+    overflow). float16 inputs never get there: they reach "the limits" of their own type (sqrt(65504) = 256) as
+    ordinary values, and an overflow from them (statistics summed in float16: mean inf against 1023.5) is the
+    kernel's choice of arithmetic type, which only the measured scale may let pass."""
+    cached = case.__dict__.get("_at_float32_limits")
+    if cached is not None:
+        return cached
+    limit, half = math.sqrt(float(dtypes.dtype("float32").max)), float(dtypes.dtype("float16").max)
+    found = any(float(v.max()) >= limit and (bool(np.isfinite(v).all()) or float(dt.max) > half)
+                for dt, v in float_input_magnitudes(case, False))
+    case.__dict__["_at_float32_limits"] = found
+    return found
 
 
 def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,

@@ -7,6 +7,7 @@ reruns (`Evidence.add`) when `tdiff.judge.verdict.decide` asks for them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
-from . import integrity
+from . import integrity, sensitivity
 from .classify import Classification, classify, kind_of
 from .compare import compare
 from .comparison import Comparison
@@ -108,17 +109,25 @@ def _path_part(d: dict) -> Any:
 
 
 def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
-           pairs: list[tuple[str, str]] | None = None, fp64: Outcome | None = None) -> Evidence:
+           pairs: list[tuple[str, str]] | None = None, fp64: Outcome | None = None,
+           perturbed: Mapping[Rerun, Outcome] | None = None) -> Evidence:
     """Classify and compare every pair of outcomes (or the pairs given), and check each outcome.
-    `fp64`: the float64 run, when there is one (it decides differences at the range edge)."""
+    `fp64`: the float64 run, when there is one (it decides differences at the range edge); `perturbed`: the
+    reference's float64 runs on perturbed inputs, when there are all of them (the problem's measured scale, which
+    decides flagged elements: see `sensitivity`)."""
     guide = _guide(outcomes)
     exact = None
     if fp64 is not None and fp64.error is None and (guide is None or same_path(guide, fp64)):
         exact = view(fp64, case)
-    rules = Rules(rules.tolerance, rules.tolerances, view(guide, case) if guide is not None else None, exact)
+    measured = sensitivity.measure(case, perturbed) if perturbed is not None and sensitivity.measured(perturbed) \
+        else None
+    rules = Rules(rules.tolerance, rules.tolerances, view(guide, case) if guide is not None else None, exact,
+                  rules.measurable, measured)
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:
         ev.extra[FLOAT64_RUN] = fp64
+    if measured is not None:
+        ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})  # type: ignore[index]
     for label, o in outcomes.items():
         ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=kind_of(label) != "reference")
     for a, b in pairs if pairs is not None else combinations(outcomes, 2):

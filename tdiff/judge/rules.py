@@ -1,5 +1,6 @@
 """The rules one case is judged by (`Rules`): the check's tolerances, the interpreter runs that guide them
-(the operations, per-element scales, the float64 run), and the tolerance each target gets from them."""
+(the operations, per-element scales, the float64 run), the problem's measured sensitivity (what lets a flagged
+element pass), and the tolerance each target gets from them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from ..core.backend_spec import in_other_environment, label_kind, label_lane
 from ..core.static_ops import ORDER_TAG
 from ..core.tolerance import Tolerance, from_ops, resolve
+from .sensitivity import Sensitivity
 from .targets import View
 
 
@@ -21,6 +23,8 @@ class Rules:
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     guide: View | None = None  # an interpreter outcome of the case: ops, per-element scales, edges
     fp64: View | None = None  # the interpreter in float64 on upcast inputs: is a range-edge difference inherent?
+    measurable: bool = False  # the check has a reference to perturb: flagged elements wait for `sensitivity`
+    sensitivity: Sensitivity | None = None  # the problem's measured scale (tdiff.judge.sensitivity), once run
 
     def ops(self, *views: View) -> set[str] | None:
         """The operations the kernel ran, from the interpreter's trace; None when no interpreter ran

@@ -30,11 +30,11 @@ from ..core.backend_spec import in_other_environment, is_variant, label_lane
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
-from . import integrity
+from . import integrity, sensitivity
 from .classify import DISCARD, FAIL, describe_discard, kind_of
 from .closeness import value_mismatch
 from .compare import coarse_scale
-from .comparison import Comparison
+from .comparison import Comparison, Forgiven
 from .evidence import Evidence, Pair
 from .integrity import GAP, GAP_READ, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
 from .integrity import RACE as RACE_FINDING
@@ -61,6 +61,7 @@ NEVER_LAUNCHED = "kernel never launched"
 STRUCTURE = "structure mismatch"
 BOTH_FAILED = "both failed"
 VS_REFERENCE = "disagrees with reference"
+NUMERICALLY_UNSTABLE = "numerically unstable"
 
 #: integrity finding kinds, in the order they are judged, and their verdicts
 INTEGRITY = ((UNLAUNCHED, NEVER_LAUNCHED), (OOB, OUT_OF_BOUNDS), (GUARD, OUT_OF_BOUNDS), (GAP, OUTSIDE_VIEW),
@@ -113,19 +114,7 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
         if p.comparison is None:
             continue
         for f in p.comparison.forgiven:
-            (j, x, y) = f.example
-            if f.why == "fragile":
-                out.append(("near-tie", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` were decided by "
-                                        f"comparing computed values within tolerance of each other (e.g. an argmax "
-                                        f"among near-ties), or computed from a value within its rounding error of "
-                                        f"a pole (e.g. the rsqrt of a variance that is rounding noise; at {j}: "
-                                        f"{x:.6g} vs {y:.6g}): either result is right, not failed"))
-                continue
-            how = "the case's inputs reach the dtype's limits" if f.coarse else \
-                "values at the dtype's limits overflowed on the way, in an order Triton does not fix, or the exact " \
-                "result does not fit the dtype"
-            out.append(("range-edge", f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}` differ only at the "
-                                      f"range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}): not failed"))
+            out.append(_forgiven_note(p, f))
         if p.comparison.coarse:
             tf32 = ", tf32 rounding allowed (a tl.dot at default precision in the kernel's source)" \
                 if p.comparison.tf32_from_source else ""
@@ -134,6 +123,35 @@ def _notes(ev: Evidence) -> list[tuple[str, str]]:
     for r in ev.reports.values():
         out += r.notes
     return out
+
+
+def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
+    """The caveat (kind, text) for elements a comparison let pass beyond the strict tolerance."""
+    (j, x, y) = f.example
+    head = f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}`"
+    if f.why == "measured":
+        return ("measured", f"{head} differ beyond the strict tolerance but within the problem's measured sensitivity "
+                            f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the float64 reference moves by {f.spread:.3g} "
+                            f"over {f.measured} input perturbations of one rounding); flagged {', '.join(f.flags)}: "
+                            "not failed")
+    if f.why == sensitivity.FLOAT32_OVERFLOW:
+        return ("range-edge (float32 overflow)",
+                f"{head} differ where {'the case holds' if f.coarse else 'the kernel computed from'} inputs at the "
+                f"limits of float32's range and an overflow happened on the way, while the exact result fits (e.g. at "
+                f"{j}: {x:.6g} vs {y:.6g}): float32 arithmetic, the widest kernels use, gives no better there, and "
+                "perturbing the inputs does not measure it: not failed")
+    unmeasured = f" (not measured: {f.unmeasured}; the flag forgave them)" if f.unmeasured else ""
+    kind = ("near-tie" if f.why == "fragile" else "range-edge") + (", unmeasured" if f.unmeasured else "")
+    if f.why == "fragile":
+        return (kind, f"{head} were decided by comparing computed values within tolerance of each other (e.g. an "
+                      "argmax among near-ties), or computed from a value within its rounding error of a pole (e.g. the "
+                      f"rsqrt of a variance that is rounding noise; at {j}: {x:.6g} vs {y:.6g}){unmeasured}: "
+                      "not failed")
+    how = "the case's inputs reach the dtype's limits" if f.coarse and f.unmeasured else \
+        "values at the dtype's limits overflowed on the way" if f.unmeasured else \
+        "the exact result does not fit the dtype"
+    return (kind, f"{head} differ only at the range edge (e.g. at {j}: {x:.6g} vs {y:.6g}; {how}){unmeasured}: "
+                  "not failed")
 
 
 def _errors(ev: Evidence) -> Verdict | None:
@@ -345,6 +363,10 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         return None
     if FLOAT64_RUN not in ev.extra and any(m.edge_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
         return Verdict(UNDECIDED, needs=(FLOAT64_RUN,))  # differences at the range edge: is the overflow inherent?
+    if any(m.measure_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
+        missing = tuple(r for r in sensitivity.reruns() if r not in ev.extra)
+        if missing:  # flagged elements beyond the strict tolerance: what does the problem allow there?
+            return Verdict(UNDECIDED, needs=missing)
     refs = ev.roles("reference")
     ref = refs[0] if refs else None
     backends = [r for r in ev.outcomes if kind_of(r) != "reference" and ev.outcomes[r].error is None]
@@ -415,6 +437,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
     side = p.a if p.b == ref else p.b
     reasons = [p.comparison.summary()]  # type: ignore[union-attr]
     if len(backends) > 1 and all((q := ev.pair(b, ref)) is not None and q.disagrees for b in backends):
+        unstable = _unstable(ev, p, side, ref, final)
+        if unstable is not None:
+            return unstable
         return Verdict(KERNEL_BUG, [f"{' and '.join(backends)} agree with each other; the reference disagrees with "
                                     "both: a bug in the kernel (or in the reference)", *reasons],
                        pair=(side, ref), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
@@ -423,11 +448,62 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         return rerun
     if isinstance(rerun, tuple):
         return Verdict(UNDECIDED, needs=rerun)
+    unstable = _unstable(ev, p, side, ref, final)
+    if unstable is not None:
+        return unstable
     narrowed = any(m.narrowing for m in p.comparison.mismatches)  # type: ignore[union-attr]
     how = "where a narrowing cast fed it" if narrowed else "beyond tolerance"
     return Verdict(VS_REFERENCE, [f"{side}'s result differs from the reference {how}: a kernel bug, or a "
                                   f"backend bug", *reasons], pair=(side, ref), kind="values",
                    targets=_targets(p.comparison))  # type: ignore[arg-type]
+
+
+def _unstable(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdict | None:
+    """A final verdict on a kernel whose result differs from the reference beyond what the problem allows (its
+    measured scale: `Comparison.beyond_problem`): where the kernel's own float program, run as a random-rounding
+    ensemble, moves that far too (every such element within the strict tolerance plus `MARGIN` times the
+    ensemble's spread), the algorithm loses accuracy the problem does not: `numerically unstable`. Elsewhere (a
+    difference rounding does not produce), None: the caller's verdict (a bug) stands. Asks for the ensemble's runs
+    first (an UNDECIDED verdict that needs them)."""
+    cmp = p.comparison
+    if not final or cmp is None or not cmp.beyond_problem or ev.outcomes[side].error is not None:
+        return None
+    missing = tuple(r for r in sensitivity.ensemble_reruns() if r not in ev.extra)
+    if missing:
+        return Verdict(UNDECIDED, needs=missing)
+    spreads, why = sensitivity.ensemble_spread(ev.case, ev.extra)
+    if why is not None:
+        return None
+    mine, truth = view(ev.outcomes[side], ev.case), view(ev.outcomes[ref], ev.case)
+    worst: tuple[float, float, str] | None = None
+    for path, where in cmp.beyond_problem.items():
+        spread, ta, tr = spreads.get(path), mine.targets.get(path), truth.targets.get(path)
+        mismatch = next((m for m in cmp.mismatches if m.target == path and m.tol is not None), None)
+        if spread is None or ta is None or tr is None or mismatch is None or spread.shape != where.shape:
+            return None
+        tol = mismatch.tol
+        if tol.exact or not ta.dtype.is_float:  # (an index or an integer: rounding does not make it unstable)
+            return None
+        with np.errstate(invalid="ignore", over="ignore"):
+            a, b = ta.values[where], tr.values[where]
+            diff = np.abs(a - b)
+            allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + sensitivity.MARGIN * spread[where]
+            if not bool((diff <= allowed).all()):
+                return None
+        j = int(np.argmax(diff))
+        if worst is None or diff[j] > worst[0]:
+            worst = (float(diff[j]), float(spread[where][j]), path)
+    if worst is None:
+        return None
+    diff, spread, path = worst
+    return Verdict(NUMERICALLY_UNSTABLE, [
+        f"{side}'s `{path}` differs from the reference by up to {diff:.3g}, beyond what the problem allows at this "
+        f"precision (the float64 reference moves far less when its inputs move by one rounding), and the kernel's "
+        f"own float program moves by up to {spread:.3g} there when each floating operation rounds up or down at "
+        f"random ({sensitivity.ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not "
+        "(cancellation, a sum or statistic in a narrower type than the output, eps placed where it no longer "
+        f"guards): a finding; if that precision is intended, declare it: tolerances={{{path!r}: ...}}",
+        cmp.summary()], pair=(side, ref), kind="values", targets=_targets(cmp))
 
 
 def decide(ev: Evidence, final: bool = False) -> Verdict:

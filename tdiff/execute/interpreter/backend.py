@@ -271,7 +271,7 @@ class InterpreterBackend:
                                                      check_pointers=self.spec.check_pointers,
                                                      poison=self.spec.masked == "undefined",
                                                      alternate=self.spec.unspecified == "alternate",
-                                                     batched=self.spec.batched)
+                                                     batched=self.spec.batched, rounding=self.spec.rounding)
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen

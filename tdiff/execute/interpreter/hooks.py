@@ -16,7 +16,7 @@ from ... import compat
 from ...core import dtypes
 from ...core.outcome import Trace, UBEvent
 from ..backends.base import user_line_now
-from . import batched, dataflow, fragile, libdevice, reductions, shims, undefined, unspecified
+from . import batched, dataflow, fragile, libdevice, reductions, rounding, shims, undefined, unspecified
 from .dataflow import fit
 from .session import Session, full_mask
 
@@ -114,6 +114,10 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
     trace.alternate = session.options.alternate
     for name, fn in unspecified.hooks(current, record, session.options.alternate).items():
         put(builder, name, fn)
+
+    # 1c. random rounding (an ensemble run: `interpreter:rr<k>`): every floating result rounded up or down at random
+    if session.options.rounding:
+        rounding.install(rounding.Rounder(session.options.rounding), put, builder)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
     for name in _value_methods(cls):

@@ -39,6 +39,7 @@ class InterpreterOptions:
     poison: bool = True  # fill masked-out lanes of a load without other= with a poison value (`undefined`)
     alternate: bool = False  # give lanes whose result Triton leaves unspecified another value (`unspecified`)
     batched: bool = True  # run a launch's programs together where they agree (`batched`), else one by one
+    rounding: int = 0  # > 0: round every floating result up or down at random, seeded by it (`rounding`)
 
 
 def all_programs(grid: Program) -> list[Program]:

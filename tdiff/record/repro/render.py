@@ -182,6 +182,8 @@ def _tolerances(ev: Evidence, verdict: Verdict, targets: dict[str, dict], data: 
         gt = guide.targets.get(t) if guide is not None else None
         if gt is not None and gt.overflow is not None and gt.edge is not None:
             legit = gt.overflow & (gt.edge >= 1)
+            if m is not None and m.mask is not None and m.mask.shape == legit.shape:
+                legit &= ~m.mask  # (elements the run failed: an overflow on the way no longer forgives them)
             if legit.any():
                 entry["legit"] = data.encode(f"legit_{t}", legit, "bool")
         out[t] = entry

@@ -1,0 +1,298 @@
+"""What the problem allows: the measured scale that lets a flagged element pass.
+
+A flag (`fragile`: decided among near-ties or computed near a pole; `range-edge`: values at the dtype's limits
+overflowed on the way) says *where* a difference may be legitimate, not *how large* it may be: it follows every value
+computed from a flagged one, so on its own it would forgive whatever lies downstream (an RMS norm written
+`x / (sqrt(mean(x*x)) + eps)` whose mean underflows to 0: sqrt(0) is near a pole, and the flag would forgive
+`x / (0 + eps)`, a factor 300 from the right answer). A flagged element passes only by a magnitude:
+
+    |a - b| <= allowed(a, b) + 2 * spread
+
+`allowed` the element's strict tolerance, `spread` the problem's sensitivity at the declared precision: the largest
+change of the check's reference, run in float64, when every floating input element x becomes x * (1 +- u) (u the
+unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws), against the unperturbed float64
+reference (twice: each side may be off by it). For outputs compared exactly (indices, integers) the factor is 1: the
+kernel may give any value the reference gives under those perturbations, not more.
+
+The measurement runs only where a flagged element differs beyond the strict tolerance (`pending`); the verdict asks
+for the reruns (`reruns()`) and the runner runs them (`perturbed_case`). Without a reference to perturb, or when the
+reference fails on the perturbed inputs, the flag forgives as before, counted as an unmeasured caveat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.backend_spec import is_reference
+from ..core.case import Case, TensorArg
+from ..core.outcome import Outcome
+from ..core.rerun import PERTURBED, ROUNDED, Rerun
+from ..core.tolerance import Tolerance
+from .comparison import Comparison, Forgiven
+from .targets import view
+
+#: random perturbations of the inputs (besides the unperturbed float64 run)
+PERTURBATIONS = 6
+#: ... and runs of the reference at the case's own precision on inputs each moved by one ulp in their own dtype
+#: (k = PERTURBATIONS + 1 ...): the rounding any computation of the problem at this precision carries, where the
+#: problem itself is insensitive (a divergence of two equal distributions is 0 whatever the inputs; a float32
+#: computation of it still rounds its terms)
+NATIVE = 4
+
+
+def reruns() -> tuple[Rerun, ...]:
+    """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..), then the
+    reference at the case's precision on perturbed inputs (`native(k)`)."""
+    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + 1))
+
+
+def native(k: int) -> bool:
+    """Whether the k-th perturbed run is the reference at the case's own precision (else in float64)."""
+    return k > PERTURBATIONS
+
+
+def measured(extra: Mapping[Rerun, Outcome]) -> bool:
+    """Whether every rerun of a measurement is there."""
+    return all(r in extra for r in reruns())
+
+
+def _perturb(arg: TensorArg, k: int, index: int) -> TensorArg:
+    """`arg` as float64, each element of its storage x * (1 + s * u), s = +-1 at random (seeded by k and the
+    input's position: the same perturbation on every run), u the unit roundoff of its dtype; k=0 unperturbed."""
+    dt = arg.dt
+    values = dtypes.as_float64(arg.storage, dt).copy()
+    if k:
+        signs = np.random.default_rng([k, index]).choice(np.array([-1.0, 1.0]), size=values.shape)
+        with np.errstate(invalid="ignore", over="ignore"):
+            values = values * (1.0 + signs * (dt.eps / 2))
+    return TensorArg("float64", arg.shape, arg.strides, arg.offset, values, arg.layout, arg.tags)
+
+
+#: runs of the kernel's random-rounding ensemble (besides the one rounded to nearest)
+ENSEMBLE = 4
+
+
+def ensemble_reruns() -> tuple[Rerun, ...]:
+    """The interpreter rounded to nearest (k=0) and `ENSEMBLE` runs rounded at random."""
+    return tuple(Rerun(ROUNDED, k=k) for k in range(ENSEMBLE + 1))
+
+
+def ensemble_spread(case: Case, extra: Mapping[Rerun, Outcome]) -> tuple[dict[str, np.ndarray], str | None]:
+    """What the kernel's own float program produces: per target, the largest distance of a randomly rounded run
+    from the run rounded to nearest (`ensemble_reruns()`, all in `extra`); or why there is none (a run failed)."""
+    runs = [extra[r] for r in ensemble_reruns()]
+    failed = next((o for o in runs if o.error is not None), None)
+    if failed is not None:
+        return {}, f"the interpreter failed with random rounding: {failed.error.summary()}"
+    base, *others = [view(o, case) for o in runs]
+    out: dict[str, np.ndarray] = {}
+    for path, t0 in base.targets.items():
+        found = [v.targets.get(path) for v in others]
+        if any(t is None or t.shape != t0.shape for t in found):
+            continue
+        spread = np.zeros(t0.shape)
+        for t in found:
+            with np.errstate(invalid="ignore", over="ignore"):
+                same = (t.values == t0.values) | (np.isnan(t.values) & np.isnan(t0.values))
+                d = np.where(same, 0.0, np.abs(t.values - t0.values))
+            spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
+        out[path] = spread
+    return out, None
+
+
+def _nudge(arg: TensorArg, k: int, index: int) -> TensorArg:
+    """`arg` in its own dtype, each finite element of its storage moved one ulp up or down at random (seeded by k
+    and the input's position); bfloat16 (carried as bits) and values that would leave the finite range stay."""
+    data = np.asarray(arg.storage)
+    if data.dtype.kind != "f":
+        return arg
+    signs = np.random.default_rng([k, index]).choice(np.array([-1.0, 1.0]), size=data.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        moved = np.nextafter(data, (signs * np.inf).astype(data.dtype))
+    moved = np.where(np.isfinite(data) & np.isfinite(moved), moved, data).astype(data.dtype)
+    return TensorArg(arg.dtype, arg.shape, arg.strides, arg.offset, moved, arg.layout, arg.tags)
+
+
+def perturbed_case(case: Case, k: int) -> Case:
+    """The case with every floating tensor input perturbed by one rounding at its own precision (k>0): in float64
+    for the reference's float64 run `Rerun(PERTURBED, k=k)`, or, for `native(k)`, by one ulp in its own dtype for
+    the reference's run at the case's precision. Other inputs (integers, scalars) are unchanged."""
+    inputs = {}
+    for i, (name, value) in enumerate(case.inputs.items()):
+        if isinstance(value, TensorArg) and value.dt.is_float:
+            value = _nudge(value, k, i) if native(k) else _perturb(value, k, i)
+        inputs[name] = value
+    return Case(inputs, case.config, case.dims)
+
+
+@dataclass
+class Sensitivity:
+    """The measured spread of the reference's float64 results over perturbed inputs, by target path."""
+
+    spreads: dict[str, np.ndarray] = field(default_factory=dict)
+    exact: dict[str, np.ndarray] = field(default_factory=dict)  # the unperturbed float64 reference's values
+    reach: dict[str, np.ndarray] = field(default_factory=dict)  # the largest magnitude among the runs
+    count: int = 0  # perturbations measured
+    error: str | None = None  # why nothing was measured (the reference failed on the perturbed inputs)
+
+
+def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
+    """The spread of each target of the reference's float64 runs (`reruns()`, all in `extra`) around the
+    unperturbed one, per element: 0 where every run agrees, inf where one gives NaN or an infinity the unperturbed
+    run does not (the problem is singular there at this precision)."""
+    runs: Sequence[Outcome] = [extra[r] for r in reruns()]
+    failed = next((o for o in runs if o.error is not None), None)
+    if failed is not None:
+        return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
+    base, *others = [view(o, case) for o in runs]
+    out = Sensitivity(count=len(others))
+    for path, t0 in base.targets.items():
+        found = [v.targets.get(path) for v in others]
+        if any(t is None or t.shape != t0.shape for t in found):
+            continue
+        r0 = t0.values
+        spread, reach = np.zeros(r0.shape), np.abs(r0)
+        for t in found:
+            with np.errstate(invalid="ignore", over="ignore"):
+                same = (t.values == r0) | (np.isnan(t.values) & np.isnan(r0))
+                d = np.where(same, 0.0, np.abs(t.values - r0))
+                reach = np.fmax(reach, np.abs(t.values))
+            spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
+        out.spreads[path], out.exact[path], out.reach[path] = spread, r0, reach
+    return out
+
+
+def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType,
+              shape: tuple[int, ...]) -> np.ndarray | None:
+    """The measured spread of a target, for an output of dtype `dt`: unbounded where one rounding of the inputs
+    takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows)."""
+    spread = sensitivity.spreads.get(path) if sensitivity is not None else None
+    if spread is None or spread.shape != shape:
+        return None
+    if dt.is_float:
+        spread = np.where(sensitivity.reach[path] >= dtypes.overflow_threshold(dt), np.inf,  # type: ignore[union-attr]
+                          spread)
+    return spread
+
+
+def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.ndarray,
+          flags: Mapping[str, np.ndarray], tol: Tolerance, scale: np.ndarray | float,
+          sensitivity: Sensitivity | None, measurable: bool, cmp: Comparison,
+          loaded: np.ndarray | float = 0.0) -> tuple[np.ndarray, int, str]:
+    """Judge the mismatching elements (`bad`) that a flag marks (`flags`: name -> mask) by the measured scale.
+
+    `loaded`: the largest magnitude among the inputs each element was computed from (its program's loads).
+    Measured: those within it pass (counted in `cmp.forgiven`, the flags named); the others stay failed whatever
+    their flags. Not measured yet, with a reference to perturb: they stay failed and are counted as pending (the
+    verdict asks for the measurement). Nothing to measure with (no reference, or it failed on the perturbed inputs):
+    the flags forgive them as before, counted as unmeasured. Returns the mismatches left, the pending count and,
+    for flagged elements left failed, what the mismatch says about them."""
+    flagged = np.zeros(bad.shape, bool)
+    for mask in flags.values():
+        flagged |= mask
+    flagged &= bad
+    if not flagged.any():
+        return bad, 0, ""
+    spread = spread_in(sensitivity, path, dt, bad.shape)
+    if spread is not None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(va - vb)
+            strict = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb))
+            # a flag marks where a difference may be legitimate: the element's whole tolerance, plus the spread; an
+            # element within tolerance only by its dataflow scale gets the strict part, plus the spread
+            # (the scale of the inputs the element was computed from, not of the kernel's own intermediates: one
+            # rounding of what it loaded is noise any computation of it carries, where the problem is insensitive)
+            allowed = np.where(_only(flags, SCALE, flagged), strict + tol.scale * loaded, strict + tol.scale * scale)
+            margin = (1.0 if tol.exact else MARGIN) * spread
+            within = flagged & (np.isinf(spread) | (diff <= allowed + margin))
+            # or as close to the problem's own value (the float64 reference, unperturbed) as that: a reference run in
+            # the case's precision rounds, underflows and overflows on its own
+            exact = sensitivity.exact.get(path)  # type: ignore[union-attr]
+            if exact is not None and exact.shape == bad.shape and not tol.exact:
+                kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not is_reference(side.backend)]
+                near = np.ones(bad.shape, bool)
+                for v in kernel:
+                    d = np.abs(v - exact)
+                    near &= (d <= allowed - strict + tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact))
+                             + margin) | \
+                        ((v == exact) | (np.isnan(v) & np.isnan(exact)))
+                within |= flagged & near
+        named = within & ~_only(flags, SCALE, within)  # (within the measured scale and the tolerance: no caveat)
+        if named.any():
+            j = _first(named)
+            names = tuple(n for n, m in flags.items() if (m & named).any() and n != SCALE)
+            cmp.forgiven.append(Forgiven(path, int(named.sum()), (j, float(va[j]), float(vb[j])), why="measured",
+                                         flags=names, spread=float(spread[j]),
+                                         measured=sensitivity.count))  # type: ignore[union-attr]
+        left = flagged & ~within
+        text = ""
+        if left.any():
+            j = _first(left)
+            names = tuple(n for n, m in flags.items() if (m & left).any())
+            what = f"flagged {'/'.join(names)}" if names != (SCALE,) else \
+                "within the kernel's dataflow tolerance (which follows its own operations)"
+            text = (f"{int(left.sum())} element(s) {what} differ beyond what the problem allows, "
+                    f"first at {j}: {cmp.a.backend}={float(va[j]):.6g}, {cmp.b.backend}={float(vb[j]):.6g}, while the "
+                    f"float64 reference moves by at most {float(spread[j]):.3g} there under input perturbations of one "
+                    "rounding: " + ("a flag does not forgive a difference the precision does not explain"
+                                    if names != (SCALE,) else "the kernel loses accuracy the problem does not"))
+            cmp.beyond_problem.setdefault(path, np.zeros(bad.shape, bool))
+            cmp.beyond_problem[path] |= left
+        return bad & ~within, 0, text
+    if measurable and sensitivity is None:
+        return bad, int(flagged.sum()), ""
+    scaled = _only(flags, SCALE, flagged)  # nothing measured them: the dataflow tolerance they are within decides
+    flagged &= ~scaled
+    bad = bad & ~scaled
+    flags = {n: m for n, m in flags.items() if n != SCALE}
+    why = sensitivity.error if sensitivity is not None and sensitivity.error else \
+        "the check has no reference to perturb" if not measurable else "the reference gave no such output"
+    for name, mask in flags.items():
+        mine = mask & flagged
+        if mine.any():
+            j = _first(mine)
+            cmp.forgiven.append(Forgiven(path, int(mine.sum()), (j, float(va[j]), float(vb[j])),
+                                         why="fragile" if name == FRAGILE else "range-edge",
+                                         coarse=name == COARSE, flags=(name,), unmeasured=why))
+            flagged &= ~mine
+    return bad & ~_any(flags, bad), 0, ""
+
+
+#: how many times the measured spread a difference may add to the strict tolerance (either side may be off by it)
+MARGIN = 2.0
+#: the flag of elements within tolerance only by its dataflow scale (judge.compare: measured against a reference)
+SCALE = "dataflow scale"
+
+
+def _only(flags: Mapping[str, np.ndarray], name: str, where: np.ndarray) -> np.ndarray:
+    """The elements of `where` that only flag `name` marks."""
+    mine = flags.get(name)
+    if mine is None:
+        return np.zeros(where.shape, bool)
+    others = np.zeros(where.shape, bool)
+    for n, m in flags.items():
+        if n != name:
+            others |= m
+    return where & mine & ~others
+
+
+#: a Forgiven's `why` for an overflow in float32 arithmetic on the way to a result that fits (judge.edges)
+FLOAT32_OVERFLOW = "float32-overflow"
+#: the flags' names, as the caveats say them
+FRAGILE, RANGE_EDGE, COARSE = "fragile (near-tie or near-pole)", "range-edge (overflow on the way)", \
+    "range-edge (inputs at the limits, no dataflow)"
+
+
+def _any(flags: Mapping[str, np.ndarray], bad: np.ndarray) -> np.ndarray:
+    out = np.zeros(bad.shape, bool)
+    for m in flags.values():
+        out |= m
+    return out
+
+
+def _first(mask: np.ndarray) -> tuple:
+    return tuple(int(v) for v in np.argwhere(mask)[0]) if mask.ndim else ()

@@ -1,0 +1,64 @@
+"""Kernels whose differences a flag marked and used to forgive (tests/test_sensitivity.py): an overflow on the way
+to a result that fits, float16 statistics of a float16 row; each with the correct twin where there is one."""
+
+import torch
+import triton
+import triton.language as tl
+
+import tdiff
+from tdiff import strategies as tst
+
+
+def _elementwise_launch(kernel, x):
+    out = torch.empty_like(x)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(max(1, x.numel())))
+    return out
+
+
+@tdiff.check(launch=_elementwise_launch, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(4,), dtype="float16", layouts=["contiguous"], values=tst.values(-4, 4)))
+@triton.jit
+def twice_via_four(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, (x * 4.0) / 2.0, mask=offs < n)  # overflows for |x| > max / 4, where x * 2 fits
+
+
+def _row_mean_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty(rows, dtype=x.dtype, device=x.device)
+    kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+_ROW_MEAN = dict(launch=_row_mean_launch, reference=lambda x: x.double().mean(-1).to(x.dtype),
+                 x=tst.tensors(ndim=2, max_side=8, dtype="float16", layouts=["contiguous"],
+                               values=tst.values(-4, 4, specials=False)))
+
+
+@tdiff.check(**_ROW_MEAN)
+@triton.jit
+def row_mean_fp16_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    tl.store(out_ptr + row, tl.sum(x, axis=0) / n)  # the bug: the statistics summed in float16
+
+
+@tdiff.check(**_ROW_MEAN)
+@triton.jit
+def row_mean_fp32_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row, tl.sum(x, axis=0) / n)
+
+
+@tdiff.check(launch=_elementwise_launch, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(4,), dtype="float16", layouts=["contiguous"], values=tst.values(-4, 4)))
+@triton.jit
+def twice_as_four(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 4.0, mask=offs < n)  # the bug: 4x; at 20000, inf against 40000, 80000 in float64
+

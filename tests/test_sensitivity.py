@@ -1,0 +1,215 @@
+"""Flags never pass an element: a difference a flag marks (`fragile` near-ties and near-poles, `range-edge`
+overflows on the way, `coarse` range-edge without the interpreter's dataflow) passes only within the problem's
+measured sensitivity (the float64 reference over inputs perturbed by one rounding: tdiff.judge.sensitivity), and the
+range edge forgives only results whose exact value does not fit the output's dtype. CPU only."""
+
+import numpy as np
+import torch
+
+import tdiff
+from tdiff.core.backend_spec import BackendSpec
+from tdiff.core.case import Case, TensorArg
+from tdiff.core.rerun import PERTURBED
+from tdiff.execute.backends.reference import ReferenceBackend
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.judge import sensitivity
+from tdiff.judge import verdict as V
+from tdiff.judge.compare import compare
+from tdiff.judge.evidence import gather
+from tdiff.judge.rules import Rules
+from tdiff.judge.targets import view
+from tdiff.strategies import tensor_arg
+from tests import hostile as H
+from tests import sensitivity_kernels as S
+
+OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5)
+BELOW_2_15 = 32752.0  # float16: x * 2 = 65504, its largest value, exactly; x * 4 overflows
+ONE_UP = float(np.nextafter(np.float32(1.0), np.float32(2)))
+
+
+def half(*values):
+    return torch.tensor(values, dtype=torch.float16)
+
+
+def verdict(kernel, **inputs):
+    check = kernel.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}))
+
+
+def perturbed_runs(ev):
+    return sorted(r.k for r in ev.extra if r.how == PERTURBED)
+
+
+def text(v):
+    return " ".join(v.reasons) + " " + " ".join(t for _, t in v.notes)
+
+
+# ---------------------------------------------------------------- the measurement
+
+def test_the_perturbations_are_one_rounding_of_each_floating_input_and_reproducible():
+    x = np.array([1.0, -3.0, 0.0, np.inf, 2.0**-140], np.float32)
+    idx = np.array([3, 1], np.int64)
+    case = Case({"x": TensorArg("float32", (5,), (1,), 0, x), "idx": TensorArg("int64", (2,), (1,), 0, idx), "s": 0.5})
+    base = sensitivity.perturbed_case(case, 0)
+    assert base.inputs["x"].dtype == "float64" and np.array_equal(base.inputs["x"].storage, x.astype(np.float64))
+    runs = [sensitivity.perturbed_case(case, k) for k in range(1, sensitivity.PERTURBATIONS + 1)]
+    u = np.finfo(np.float32).eps / 2
+    for p in runs:
+        got = p.inputs["x"].storage
+        with np.errstate(invalid="ignore"):
+            rel = (got[:2] - x[:2]) / x[:2]
+        assert np.allclose(np.abs(rel), u, rtol=1e-9), rel  # one rounding each, either way
+        assert got[2] == 0.0 and got[3] == np.inf  # zeros and infinities stay
+        assert p.inputs["idx"] is case.inputs["idx"] and p.inputs["s"] == 0.5  # integers and scalars untouched
+    signs = {tuple(np.sign(p.inputs["x"].storage[:2] - x[:2])) for p in runs}
+    assert len(signs) > 1  # not one direction for every run
+    again = sensitivity.perturbed_case(case, 1)
+    assert np.array_equal(again.inputs["x"].storage, runs[0].inputs["x"].storage)  # the same on every run
+
+
+def test_a_case_that_passes_runs_no_measurement():
+    v, ev = verdict(S.twice_via_four, x=half(1.0, -2.0, 3.5, 0.25))
+    assert v.label == V.PASSED and perturbed_runs(ev) == [], (v, list(ev.extra))
+
+
+# ---------------------------------------------------------------- the range edge, narrowed
+
+def test_an_overflow_on_the_way_to_a_result_that_fits_fails():
+    # float16 (x * 4) / 2 overflows for x = 20000 where the exact result, 40000, fits float16: the range-edge flag
+    # (inputs above sqrt(65504) = 256 fed it, an overflow on the way) used to forgive inf against 40000
+    v, ev = verdict(S.twice_via_four, x=half(20000.0, 1.0, 2.0, 3.0))
+    assert v.label == V.VS_REFERENCE, v
+    assert "flagged range-edge (overflow on the way) differ beyond what the problem allows" in text(v), text(v)
+    assert perturbed_runs(ev) == list(range(sensitivity.PERTURBATIONS + sensitivity.NATIVE + 1))
+
+
+def test_an_overflow_the_problem_allows_at_this_precision_passes_naming_the_flag():
+    # x = 32752: x * 2 is float16's largest value exactly, and one rounding of x up takes the exact result past
+    # float16's range: inf is what this precision allows, and the caveat names the flag
+    v, _ = verdict(S.twice_via_four, x=half(BELOW_2_15, 1.0, 2.0, 3.0))
+    assert not v.failed, v
+    (note,) = [t for k, t in v.notes if k == "measured"]
+    assert "flagged range-edge (overflow on the way)" in note and "moves by inf" in note, note
+
+
+def test_an_overflow_of_float32_arithmetic_from_inputs_at_its_limits_stays_a_counted_caveat():
+    # float32 (x * 4) / 2 at x = 1e38: float32 is the widest arithmetic kernels use, no perturbation of the inputs
+    # measures the overflow (the float64 reference does not overflow), and library kernels do it at float32's
+    # limits (liger's layer norm squares 1e20): forgiven as before, as its own caveat
+    v, _ = verdict(S.twice_via_four, x=torch.tensor([1e38, 1.0, 2.0, 3.0]))
+    assert not v.failed and [k for k, _ in v.notes] == ["range-edge (float32 overflow)"], v
+
+
+def test_the_float32_overflow_exemption_asks_for_inputs_at_float32s_limits():
+    from tdiff.judge.edges import _at_float32_limits
+
+    def case(**tensors):
+        return Case({k: tensor_arg(v) for k, v in tensors.items()})
+
+    # FlagGems' layer norm: float32 x at the limits beside a float16 bias; bfloat16 has float32's range
+    assert _at_float32_limits(case(x=torch.tensor([1e38, 0.0]), b=half(1.0)))
+    assert _at_float32_limits(case(x=torch.tensor([float("inf")], dtype=torch.bfloat16)))
+    # float16 never gets there: 60000 and its infinities are ordinary float16 values
+    assert not _at_float32_limits(case(x=half(60000.0, float("inf"))))
+    assert not _at_float32_limits(case(x=torch.tensor([1e19, 1.0])))  # (below sqrt(max float32) = 1.8e19)
+
+
+def test_float16_statistics_of_a_float16_row_fail_where_the_mean_fits():
+    # 65 x 1023.5 (inputs above sqrt(65504) = 256): the float16 sum overflows, the mean 1023.5 fits float16
+    x = torch.full((1, 65), 1023.5, dtype=torch.float16)
+    v, _ = verdict(S.row_mean_fp16_sum, x=x)
+    assert v.label == V.VS_REFERENCE and "interpreter=inf, reference=1023.5" in text(v), v
+    v, _ = verdict(S.row_mean_fp32_sum, x=x)  # the correct twin: statistics in float32
+    assert v.label == V.PASSED and not v.notes, v
+
+
+def test_the_kernels_own_float64_run_is_no_evidence_that_the_exact_result_does_not_fit():
+    # x * 4 instead of x * 2 at x = 20000: inf against 40000, both at the range edge, and the kernel's float64 run
+    # (80000) beyond float16: the problem's own value (the float64 reference: 40000) fits, so the bug fails
+    v, ev = verdict(S.twice_as_four, x=half(20000.0))
+    assert v.label == V.VS_REFERENCE, v
+    assert perturbed_runs(ev), list(ev.extra)
+
+
+def test_a_result_whose_exact_value_does_not_fit_still_passes_at_the_range_edge():
+    # exp(183) overflows float32 and inf - inf is NaN; the exact result, -4e84, does not fit float32 either
+    v, ev = verdict(H.kl_log_target, t=torch.tensor([183.375, 102.3125]), y=torch.tensor([272352.0, 0.0]))
+    assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
+
+
+# ---------------------------------------------------------------- fragile: near-poles and near-ties
+
+def test_a_pole_flag_does_not_forgive_eps_outside_the_sqrt():
+    # a tiny row: mean(x * x) underflows to 0, sqrt(0) is near its pole (fragile), and the flag used to forgive
+    # x / (0 + eps) = 1e-28 against the reference's x / sqrt(0 + eps) = 1e-29, a factor 10, not rounding
+    v, _ = verdict(H.rms_eps_outside, x=torch.full((1, 4), 1e-30))
+    assert v.label == V.VS_REFERENCE, v
+    assert "flagged fragile (near-tie or near-pole) differ beyond what the problem allows" in text(v), text(v)
+
+
+def test_a_near_tie_the_problem_does_not_have_fails_and_one_it_has_passes():
+    # 0 and 1e-5 both round to 1000 + 0 in the kernel (x + 1000 - 1000): the kernel's own rounding ties them, the
+    # problem does not (one rounding of the inputs never moves the reference's argmax): a flag does not forgive
+    v, _ = verdict(H.argmax_rounded, x=torch.tensor([[0.0, 1e-5, -3.0]]))
+    assert v.label == V.VS_REFERENCE and "flagged fragile (near-tie or near-pole)" in text(v), v
+    # 1 and the next float32: one rounding of the inputs moves the reference's argmax: either index is right
+    v, _ = verdict(H.argmax_rounded, x=torch.tensor([[1.0, ONE_UP, -3.0]]))
+    assert not v.failed, v
+    (note,) = [t for k, t in v.notes if k == "measured"]
+    assert "0 vs 1" in note and "flagged fragile (near-tie or near-pole)" in note, note
+
+
+# ---------------------------------------------------------------- coarse: no interpreter dataflow
+
+def _compiled_without_dataflow(check, case):
+    o = InterpreterBackend().run(check, case)
+    o.backend, o.trace = "compiled", None
+    return o
+
+
+def _measure(check, case):
+    wide, own = ReferenceBackend(BackendSpec("reference", upcast=True)), ReferenceBackend(BackendSpec("reference"))
+    return sensitivity.measure(case, {r: (own if sensitivity.native(r.k) else wide).run(
+        check, sensitivity.perturbed_case(case, r.k)) for r in sensitivity.reruns()})
+
+
+def test_the_coarse_range_edge_flag_waits_for_the_measurement_and_does_not_forgive_beyond_it():
+    check = S.twice_via_four.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(half(20000.0, 1.0, 2.0, 3.0))})
+    compiled, ref = _compiled_without_dataflow(check, case), ReferenceBackend().run(check, case)
+    # nothing to measure with: the flag forgives as before, counted as unmeasured
+    cmp = compare(compiled, ref, case, Rules())
+    assert cmp.ok and [(f.flags, f.unmeasured) for f in cmp.forgiven] == [
+        (("range-edge (inputs at the limits, no dataflow)",), "the check has no reference to perturb")], cmp.forgiven
+    # a reference to perturb: the element waits for the measurement ...
+    cmp = compare(compiled, ref, case, Rules(measurable=True))
+    (m,) = cmp.mismatches
+    assert m.measure_pending == 1 and not cmp.forgiven, m
+    # ... which does not explain inf against 40000
+    cmp = compare(compiled, ref, case, Rules(measurable=True, sensitivity=_measure(check, case)))
+    (m,) = cmp.mismatches
+    assert m.measure_pending == 0 and "flagged range-edge (inputs at the limits, no dataflow)" in m.message, m.message
+    # where one rounding of the input takes the exact result past float16's range, it does
+    case = Case({"x": tensor_arg(half(BELOW_2_15, 1.0, 2.0, 3.0))})
+    compiled, ref = _compiled_without_dataflow(check, case), ReferenceBackend().run(check, case)
+    cmp = compare(compiled, ref, case, Rules(measurable=True, sensitivity=_measure(check, case)))
+    assert cmp.ok and [(f.why, f.flags) for f in cmp.forgiven] == [
+        ("measured", ("range-edge (inputs at the limits, no dataflow)",))], cmp.forgiven
+
+
+def test_without_a_reference_a_flag_forgives_as_an_unmeasured_caveat():
+    # the near-tie, judged where nothing can be perturbed: today's rule, named as unmeasured in the caveat
+    check = H.argmax_rounded.__tdiff_checks__[0]
+    case = Case({"x": tensor_arg(torch.tensor([[0.0, 1e-5, -3.0]]))})
+    interp, ref = InterpreterBackend().run(check, case), ReferenceBackend().run(check, case)
+    ev = gather(case, check.kernel_name, {"interpreter": interp, "reference": ref}, Rules())
+    v = V.decide(ev)
+    assert not v.failed and [k for k, _ in v.notes] == ["near-tie, unmeasured"], v
+    assert "not measured: the check has no reference to perturb" in v.notes[0][1], v.notes
+    # with a reference to perturb, the same evidence asks for the measurement instead of passing
+    ev = gather(case, check.kernel_name, {"interpreter": interp, "reference": ref}, Rules(measurable=True))
+    v = V.decide(ev)
+    assert v.label == V.UNDECIDED and v.needs == sensitivity.reruns(), v
+    assert view(interp, case).targets["returned"].fragile.any()  # (the element is flagged)

@@ -73,10 +73,27 @@ def reference_bwd(dc, a, b):
     return _in_place(a, d * b.double() * dgelu), _in_place(b, d * gelu)
 
 
+#: liger 19 (FINDINGS.md): the kernel's `1 - tanh(z)^2` cancels to 0 in float32 for |z| > 9, where sech(z)^2 is
+#: representable; times a gradient dc * b of 1e37 the exact da is -2.9e7 and the kernel's 0 (numerically unstable)
+UNSTABLE_FINDING = ("liger 19: da = dc * b * gelu'(a): dc * b in float16 overflows where da fits (inf against 38688), "
+                    "and 1 - tanh(z)^2 in float32 is 0 for |z| > 9 where sech(z)^2 is not (numerically unstable "
+                    "under |dc * b| near 1e37)")
+
 tdiff.check(
     launch=launch_bwd, reference=reference_bwd, name="backward",
     dims={"H": tst.sides(1, 300)},
     a=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
+    # |dc|, |b| <= 100: liger 19 (the extreme products: dc * b overflowing float16 on the way, 1 - tanh^2 cancelling
+    # under a product near 1e37) is its own check below
+    b=tst.tensors(like="a", values=tst.values(-100, 100)),
+    dc=tst.tensors(like="a", values=tst.values(-100, 100)),
+)(lib._geglu_tanh_backward_kernel)
+
+tdiff.check(
+    launch=launch_bwd, reference=reference_bwd, name="backward_extreme_grad",
+    dims={"H": tst.sides(1, 300)},
+    a=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
     b=tst.tensors(like="a"),
     dc=tst.tensors(like="a"),
+    marks=[pytest.mark.xfail(strict=False, reason=UNSTABLE_FINDING)],
 )(lib._geglu_tanh_backward_kernel)

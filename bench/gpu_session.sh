@@ -26,6 +26,16 @@ step_main() {  # the README's main job, as a user runs it on a GPU machine
     summary "main job: exit $?, $((SECONDS - t0)) s, $(wc -l < "$OUT/main.txt") lines; $(tail -1 "$OUT/main.txt")"
 }
 
+step_profile() {  # the main job on a fresh Triton cache, then where its compile time went (bench/compile_cache_profile.py)
+    local t0=$SECONDS cache=/tmp/tdiff-fresh-cache
+    rm -rf .tdiff .hypothesis "$cache"
+    TRITON_CACHE_DIR=$cache $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider \
+        --tdiff-json "$OUT/main.json" > "$OUT/main.txt" 2>&1
+    summary "main job (fresh cache): exit $?, $((SECONDS - t0)) s, $(wc -l < "$OUT/main.txt") lines; $(tail -1 "$OUT/main.txt")"
+    $PY bench/compile_cache_profile.py "$cache" --json "$OUT/main.json" > "$OUT/compile_profile.md" 2>&1
+    summary "compile profile: $(grep -m2 '^- ' "$OUT/compile_profile.md" | tr '\n' ' ')"
+}
+
 step_seeds() {  # the real suites at two more seeds
     for seed in ${SEEDS:-1 2}; do
         local t0=$SECONDS

@@ -35,17 +35,19 @@ GENERIC: list[tuple[Any, Any, str, str, str, Any]] = []
 ORIGINALS: list[Any] = []
 
 
-def generic(**declaration: Any):
-    """Declare an original and, with `mutant(...)`, its mutants, all with the same `@tdiff.check`."""
+def generic(*, into: tuple[list, list] | None = None, **declaration: Any):
+    """Declare an original and, with `mutant(...)`, its mutants, all with the same `@tdiff.check`; recorded in
+    `into` (mutants, originals), by default this module's GENERIC and ORIGINALS."""
+    mutants, originals = into if into is not None else (GENERIC, ORIGINALS)
 
     def original(kernel: Any) -> Any:
         tdiff.check(**declaration)(kernel)
-        ORIGINALS.append(kernel)
+        originals.append(kernel)
 
         def mutant(*, kind: str, bug: str, trigger: str, triggered: Any):
             def decorate(m: Any) -> Any:
                 tdiff.check(**declaration)(m)
-                GENERIC.append((m, kernel, kind, bug, trigger, triggered))
+                mutants.append((m, kernel, kind, bug, trigger, triggered))
                 return m
             return decorate
 

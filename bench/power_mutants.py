@@ -975,26 +975,16 @@ for _m in MUTANTS:
 
 BY_NAME = {m.name: m for m in MUTANTS}
 
-# ------------------------------------------------------------------ generic declarations (bench/power_generic.py)
+# ------------------------------------------------------------------ generic declarations (bench/power_generic.py,
+# and the precision bugs of bench/power_precision.py)
 
-from bench import power_generic  # noqa: E402
+from bench import power_generic, power_precision  # noqa: E402
 
-ORIGINALS = (*ORIGINALS, *power_generic.ORIGINALS)
-for _kernel, _orig, _kind, _bug, _trigger, _triggered in power_generic.GENERIC:
-    _m = Mutant(kernels.kernel_name(_kernel), power_generic.check_of(_orig), f"generic: {_kind}", _bug, _trigger,
-                _kernel, _triggered)
-    MUTANTS.append(_m)
-    TRIGGERS[_m.name] = _triggered
-BY_NAME = {m.name: m for m in MUTANTS}
-
-# ------------------------------------------------------------------ precision bugs (bench/power_precision.py)
-
-from bench import power_precision  # noqa: E402
-
-ORIGINALS = (*ORIGINALS, *power_precision.ORIGINALS)
-for _kernel, _orig, _kind, _bug, _trigger, _triggered in power_precision.PRECISION:
-    _m = Mutant(kernels.kernel_name(_kernel), power_generic.check_of(_orig), f"generic: {_kind}", _bug, _trigger,
-                _kernel, _triggered)
-    MUTANTS.append(_m)
-    TRIGGERS[_m.name] = _triggered
+for _module, _declared in ((power_generic, power_generic.GENERIC), (power_precision, power_precision.PRECISION)):
+    ORIGINALS = (*ORIGINALS, *_module.ORIGINALS)
+    for _kernel, _orig, _kind, _bug, _trigger, _triggered in _declared:
+        _m = Mutant(kernels.kernel_name(_kernel), power_generic.check_of(_orig), f"generic: {_kind}", _bug,
+                    _trigger, _kernel, _triggered)
+        MUTANTS.append(_m)
+        TRIGGERS[_m.name] = _triggered
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -31,29 +31,8 @@ ORIGINALS: list[Any] = []
 
 
 def precise(**declaration: Any):
-    """`generic(...)`, the mutants listed in PRECISION (power_generic's GENERIC keeps its own five)."""
-    from bench import power_generic
-
-    def original(kernel: Any) -> Any:
-        before = len(power_generic.ORIGINALS)
-        generic(**declaration)(kernel)
-        ORIGINALS.extend(power_generic.ORIGINALS[before:])
-        del power_generic.ORIGINALS[before:]
-        add = kernel.mutant
-
-        def mutant(**how: Any):
-            def decorate(m: Any) -> Any:
-                n = len(power_generic.GENERIC)
-                add(**how)(m)
-                PRECISION.extend(power_generic.GENERIC[n:])
-                del power_generic.GENERIC[n:]
-                return m
-            return decorate
-
-        kernel.mutant = mutant
-        return kernel
-
-    return original
+    """`generic(...)`, recorded in this module's PRECISION and ORIGINALS."""
+    return generic(into=(PRECISION, ORIGINALS), **declaration)
 
 
 def _rows(kernel, x, *extra):

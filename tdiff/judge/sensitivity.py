@@ -8,11 +8,18 @@ computed from a flagged one, so on its own it would forgive whatever lies downst
 
     |a - b| <= allowed(a, b) + 2 * spread
 
-`allowed` the element's strict tolerance, `spread` the problem's sensitivity at the declared precision: the largest
+`allowed` the element's tolerance, `spread` the problem's sensitivity at the declared precision: the largest
 change of the check's reference, run in float64, when every floating input element x becomes x * (1 +- u) (u the
-unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws), against the unperturbed float64
-reference (twice: each side may be off by it). For outputs compared exactly (indices, integers) the factor is 1: the
-kernel may give any value the reference gives under those perturbations, not more.
+unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws), and of the reference run at the case's
+own precision on inputs moved by one ulp (`NATIVE` draws), against the unperturbed float64 reference (`MARGIN`
+times: each side may be off by it). For outputs compared exactly (indices, integers) the factor is 1: the kernel may
+give any value the reference gives under those perturbations, not more. An element as close as that to the float64
+reference's own value passes too. The same measurement decides elements that pass against the reference only by the
+dataflow scale (`SCALE`, see judge.compare): their `allowed` is the strict part plus one rounding of the inputs their
+program loaded, not of the kernel's own intermediates.
+
+Beyond it, a final verdict asks for the kernel's random-rounding ensemble (`ensemble_reruns`, `ensemble_spread`):
+where it moves as far, the verdict is `numerically unstable` (judge.verdict).
 
 The measurement runs only where a flagged element differs beyond the strict tolerance (`pending`); the verdict asks
 for the reruns (`reruns()`) and the runner runs them (`perturbed_case`). Without a reference to perturb, or when the
@@ -88,20 +95,28 @@ def ensemble_spread(case: Case, extra: Mapping[Rerun, Outcome]) -> tuple[dict[st
     failed = next((o for o in runs if o.error is not None), None)
     if failed is not None:
         return {}, f"the interpreter failed with random rounding: {failed.error.summary()}"
+    return {path: spread for path, (_, spread, _) in _spreads(case, runs).items()}, None
+
+
+def _spreads(case: Case, runs: Sequence[Outcome]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per target the first run holds: (its values, the largest distance of another run's from them, the largest
+    magnitude among the runs); a NaN on one side only, an infinite distance. Targets a run lacks are left out."""
     base, *others = [view(o, case) for o in runs]
-    out: dict[str, np.ndarray] = {}
+    out = {}
     for path, t0 in base.targets.items():
         found = [v.targets.get(path) for v in others]
         if any(t is None or t.shape != t0.shape for t in found):
             continue
-        spread = np.zeros(t0.shape)
+        r0 = t0.values
+        spread, reach = np.zeros(r0.shape), np.abs(r0)
         for t in found:
             with np.errstate(invalid="ignore", over="ignore"):
-                same = (t.values == t0.values) | (np.isnan(t.values) & np.isnan(t0.values))
-                d = np.where(same, 0.0, np.abs(t.values - t0.values))
+                same = (t.values == r0) | (np.isnan(t.values) & np.isnan(r0))
+                d = np.where(same, 0.0, np.abs(t.values - r0))
+                reach = np.fmax(reach, np.abs(t.values))
             spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
-        out[path] = spread
-    return out, None
+        out[path] = (r0, spread, reach)
+    return out
 
 
 def _nudge(arg: TensorArg, k: int, index: int) -> TensorArg:
@@ -148,20 +163,8 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
     failed = next((o for o in runs if o.error is not None), None)
     if failed is not None:
         return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
-    base, *others = [view(o, case) for o in runs]
-    out = Sensitivity(count=len(others))
-    for path, t0 in base.targets.items():
-        found = [v.targets.get(path) for v in others]
-        if any(t is None or t.shape != t0.shape for t in found):
-            continue
-        r0 = t0.values
-        spread, reach = np.zeros(r0.shape), np.abs(r0)
-        for t in found:
-            with np.errstate(invalid="ignore", over="ignore"):
-                same = (t.values == r0) | (np.isnan(t.values) & np.isnan(r0))
-                d = np.where(same, 0.0, np.abs(t.values - r0))
-                reach = np.fmax(reach, np.abs(t.values))
-            spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
+    out = Sensitivity(count=len(runs) - 1)
+    for path, (r0, spread, reach) in _spreads(case, runs).items():
         out.spreads[path], out.exact[path], out.reach[path] = spread, r0, reach
     return out
 

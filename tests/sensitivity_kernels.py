@@ -62,3 +62,28 @@ def twice_as_four(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     tl.store(out_ptr + offs, x * 4.0, mask=offs < n)  # the bug: 4x; at 20000, inf against 40000, 80000 in float64
 
+
+
+def _float64_refused(x):
+    assert x.dtype != torch.float64, "this reference runs only at the case's precision"
+    return x.clone()
+
+
+_ROUNDTRIP = dict(launch=_elementwise_launch,
+                  x=tst.tensors(shape=(4,), dtype="float32", layouts=["contiguous"], values=tst.values(0, 1)))
+
+
+def _offset_roundtrip(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, (x + 1024.0) - 1024.0, mask=offs < n)  # the bug: x's low bits rounded away at 1024
+
+
+#: an unstable algorithm: within the dataflow scale (it follows the kernel's own 1024), beyond what the problem allows
+offset_roundtrip = tdiff.check(reference=lambda x: x.clone(), **_ROUNDTRIP)(triton.jit(_offset_roundtrip))
+#: the same, its precision declared
+offset_roundtrip_declared = tdiff.check(reference=lambda x: x.clone(), tolerance="arith", name="declared",
+                                        **_ROUNDTRIP)(triton.jit(_offset_roundtrip))
+#: the same, with a reference that cannot run in float64: nothing measures the problem's scale
+offset_roundtrip_unmeasured = tdiff.check(reference=_float64_refused, name="unmeasured",
+                                          **_ROUNDTRIP)(triton.jit(_offset_roundtrip))

@@ -213,3 +213,36 @@ def test_without_a_reference_a_flag_forgives_as_an_unmeasured_caveat():
     v = V.decide(ev)
     assert v.label == V.UNDECIDED and v.needs == sensitivity.reruns(), v
     assert view(interp, case).targets["returned"].fragile.any()  # (the element is flagged)
+
+
+# ---------------------------------------------------------------- the dataflow scale, measured; the ensemble
+
+def _final(kernel, **inputs):
+    check = kernel.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=True)
+
+
+QUARTERS = torch.tensor([0.1, 0.3, 0.7, 0.9], dtype=torch.float32)
+
+
+def test_an_unstable_algorithm_within_the_dataflow_scale_fails_as_numerically_unstable():
+    # (x + 1024) - 1024: the dataflow scale follows the kernel's own 1024 and used to pass it; one rounding of x moves
+    # the answer by 1e-8, the kernel's random-rounding ensemble by 1e-4
+    v, ev = _final(S.offset_roundtrip, x=QUARTERS)
+    assert v.label == V.NUMERICALLY_UNSTABLE, v
+    assert "within the kernel's dataflow tolerance" in text(v) and "random" in text(v), text(v)
+    assert sorted(r.k for r in ev.extra if r.how == "rounded") == list(range(sensitivity.ENSEMBLE + 1))
+
+
+def test_an_unstable_algorithm_passes_when_its_precision_is_declared():
+    v, _ = _final(S.offset_roundtrip_declared, x=QUARTERS)
+    assert not v.failed, v
+
+
+def test_the_dataflow_scale_unmeasured_passes_with_a_caveat_that_says_so():
+    v, _ = _final(S.offset_roundtrip_unmeasured, x=QUARTERS)
+    assert not v.failed, v
+    kinds = [k for k, _ in v.notes]
+    assert "dataflow scale, unmeasured" in kinds, v.notes

@@ -248,12 +248,16 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
         return bad & ~within, 0, text
     if measurable and sensitivity is None:
         return bad, int(flagged.sum()), ""
-    scaled = _only(flags, SCALE, flagged)  # nothing measured them: the dataflow tolerance they are within decides
+    why = sensitivity.error if sensitivity is not None and sensitivity.error else \
+        "the check has no reference to perturb" if not measurable else "the reference gave no such output"
+    scaled = _only(flags, SCALE, flagged)  # nothing measured them: the dataflow tolerance they are within decides,
+    if scaled.any():  # as a caveat that says so
+        j = _first(scaled)
+        cmp.forgiven.append(Forgiven(path, int(scaled.sum()), (j, float(va[j]), float(vb[j])), why=SCALE,
+                                     flags=(SCALE,), unmeasured=why))
     flagged &= ~scaled
     bad = bad & ~scaled
     flags = {n: m for n, m in flags.items() if n != SCALE}
-    why = sensitivity.error if sensitivity is not None and sensitivity.error else \
-        "the check has no reference to perturb" if not measurable else "the reference gave no such output"
     for name, mask in flags.items():
         mine = mask & flagged
         if mine.any():

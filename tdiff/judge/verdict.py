@@ -131,9 +131,14 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
     head = f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}`"
     if f.why == "measured":
         return ("measured", f"{head} differ beyond the strict tolerance but within the problem's measured sensitivity "
-                            f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the float64 reference moves by {f.spread:.3g} "
-                            f"over {f.measured} input perturbations of one rounding); flagged {', '.join(f.flags)}: "
+                            f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the reference moves by {f.spread:.3g} "
+                            f"over {f.measured} runs on inputs moved by one rounding); flagged {', '.join(f.flags)}: "
                             "not failed")
+    if f.why == sensitivity.SCALE:
+        return ("dataflow scale, unmeasured",
+                f"{head} differ from the reference beyond the strict tolerance, within the kernel's dataflow scale "
+                f"(e.g. at {j}: {x:.6g} vs {y:.6g}), and nothing measured what the problem allows there "
+                f"({f.unmeasured}): not failed")
     if f.why == sensitivity.FLOAT32_OVERFLOW:
         return ("range-edge (float32 overflow)",
                 f"{head} differ where {'the case holds' if f.coarse else 'the kernel computed from'} inputs at the "

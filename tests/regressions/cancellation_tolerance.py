@@ -13,6 +13,12 @@ the case. The interpreter has the dataflow to know the magnitudes of the operand
 The kernel below is that expression on its own, with the exact rstd liger's forward saves (fp32).
 Expected: passes. Observed: "disagrees with reference" (1.6% relative on a cancelled result).
 Run: python suites/liger/_tdiff_issues/cancellation_tolerance.py
+
+Since issue 41 (forgiveness by measurement) the expected outcome is no longer a plain pass: one rounding of x moves
+the float64 answer by far less than 1e-4, so the cancellation is the formula's, not the problem's (for n = 1 the
+stable form is w0 * 3 x^2 rstd dy * eps * rstd^2), and tdiff's random-rounding ensemble of the kernel moves by as
+much as the difference. Expected: `numerically unstable` (named as such, not "disagrees with reference"), and a
+pass where the check declares the precision it accepts (`tolerance="arith"`: the dataflow scale).
 """
 
 import torch
@@ -40,10 +46,13 @@ def reference(x, dy, w):
     return (w.double() * (3 * xd**2 * rstd * d - 3 * xd**5 * rstd**3 * s)).float()
 
 
-@tdiff.check(launch=launch, reference=reference,
-             x=st.just(tst.tensor_arg(torch.tensor([0.6404226422309875]))),
-             dy=st.just(tst.tensor_arg(torch.tensor([8.0]))),
-             w=st.just(tst.tensor_arg(torch.tensor([12.0]))))
+CASE = dict(x=st.just(tst.tensor_arg(torch.tensor([0.6404226422309875]))),
+            dy=st.just(tst.tensor_arg(torch.tensor([8.0]))),
+            w=st.just(tst.tensor_arg(torch.tensor([12.0]))))
+
+
+@tdiff.check(launch=launch, reference=reference, tolerance="arith", name="declared", **CASE)
+@tdiff.check(launch=launch, reference=reference, **CASE)
 @triton.jit
 def poly_norm_cubic_grad(x_ptr, dy_ptr, w_ptr, rstd_ptr, out_ptr, n_cols):  # liger's expression, n_cols = 1
     x = tl.load(x_ptr)
@@ -58,8 +67,13 @@ def poly_norm_cubic_grad(x_ptr, dy_ptr, w_ptr, rstd_ptr, out_ptr, n_cols):  # li
 
 if __name__ == "__main__":
     try:
-        tdiff.verify(poly_norm_cubic_grad, isolation="none", max_examples=1, corpus_dir=None, repro_dir=None)
-        print("passed (issue fixed)")
+        ran = tdiff.verify(poly_norm_cubic_grad, isolation="none", max_examples=1, corpus_dir=None, repro_dir=None)
     except tdiff.DivergenceError as e:
-        print(e)
-        raise SystemExit(1) from None
+        ran = e.results
+    results = {r.check_id.rsplit("[", 1)[-1].rstrip("]"): r for r in ran}
+    plain, declared = results["tdiff"], results["declared"]
+    label = plain.failures[0].verdict.label if plain.failures else "-"
+    print(plain.status, label, "|", declared.status)
+    if not (plain.status == "failed" and label == "numerically unstable" and declared.status == "passed"):
+        raise SystemExit(1)
+    print("as expected: numerically unstable undeclared, passed with its precision declared")

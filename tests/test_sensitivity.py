@@ -16,7 +16,7 @@ from tdiff.judge import sensitivity
 from tdiff.judge import verdict as V
 from tdiff.judge.compare import compare
 from tdiff.judge.evidence import gather
-from tdiff.judge.rules import Rules
+from tdiff.judge.rules import Declared, Rules
 from tdiff.judge.targets import view
 from tdiff.strategies import tensor_arg
 from tests import hostile as H
@@ -184,17 +184,17 @@ def test_the_coarse_range_edge_flag_waits_for_the_measurement_and_does_not_forgi
     assert cmp.ok and [(f.flags, f.unmeasured) for f in cmp.forgiven] == [
         (("range-edge (inputs at the limits, no dataflow)",), "the check has no reference to perturb")], cmp.forgiven
     # a reference to perturb: the element waits for the measurement ...
-    cmp = compare(compiled, ref, case, Rules(measurable=True))
+    cmp = compare(compiled, ref, case, Rules(Declared(measurable=True)))
     (m,) = cmp.mismatches
     assert m.measure_pending == 1 and not cmp.forgiven, m
     # ... which does not explain inf against 40000
-    cmp = compare(compiled, ref, case, Rules(measurable=True, sensitivity=_measure(check, case)))
+    cmp = compare(compiled, ref, case, Rules(Declared(measurable=True), sensitivity=_measure(check, case)))
     (m,) = cmp.mismatches
     assert m.measure_pending == 0 and "flagged range-edge (inputs at the limits, no dataflow)" in m.message, m.message
     # where one rounding of the input takes the exact result past float16's range, it does
     case = Case({"x": tensor_arg(half(BELOW_2_15, 1.0, 2.0, 3.0))})
     compiled, ref = _compiled_without_dataflow(check, case), ReferenceBackend().run(check, case)
-    cmp = compare(compiled, ref, case, Rules(measurable=True, sensitivity=_measure(check, case)))
+    cmp = compare(compiled, ref, case, Rules(Declared(measurable=True), sensitivity=_measure(check, case)))
     assert cmp.ok and [(f.why, f.flags) for f in cmp.forgiven] == [
         ("measured", ("range-edge (inputs at the limits, no dataflow)",))], cmp.forgiven
 
@@ -209,7 +209,8 @@ def test_without_a_reference_a_flag_forgives_as_an_unmeasured_caveat():
     assert not v.failed and [k for k, _ in v.notes] == ["near-tie, unmeasured"], v
     assert "not measured: the check has no reference to perturb" in v.notes[0][1], v.notes
     # with a reference to perturb, the same evidence asks for the measurement instead of passing
-    ev = gather(case, check.kernel_name, {"interpreter": interp, "reference": ref}, Rules(measurable=True))
+    ev = gather(case, check.kernel_name, {"interpreter": interp, "reference": ref},
+                Rules(Declared(measurable=True)))
     v = V.decide(ev)
     assert v.label == V.UNDECIDED and v.needs == sensitivity.reruns(), v
     assert view(interp, case).targets["returned"].fragile.any()  # (the element is flagged)

@@ -564,7 +564,7 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
 
 def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
     from tdiff.core import dtypes
-    from tdiff.judge.compare import compare_targets
+    from tdiff.judge.compare import TargetPair, compare_targets
     from tdiff.judge.comparison import Comparison
     from tdiff.judge.rules import Rules
     from tdiff.judge.targets import Target
@@ -578,7 +578,8 @@ def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
         targets = {"t": ta}
 
     cmp = Comparison(type("O", (), {"backend": "a"})(), type("O", (), {"backend": "b"})())
-    compare_targets("t", ta, tb, Case({}), Rules(), cmp, set(), None, Sampled())
+    rule = Rules().target("t", ta.dtype, set(), False)
+    compare_targets(TargetPair("t", ta, tb, rule, None, Sampled()), Case({}), Rules(), cmp, set())
     assert cmp.mismatches, "2**60 and 2**60 + 1 compared equal"
 
 

@@ -17,7 +17,7 @@ from ..core.settings import RunOptions
 from ..execute.workers import InProcess, Job
 from ..judge.evidence import Evidence, gather
 from ..judge.opinions import Opinions
-from ..judge.rules import Rules
+from ..judge.rules import Declared, Rules
 from ..judge.sensitivity import native, perturbed_case
 from ..judge.verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
 from ..record.results import CheckResult
@@ -81,6 +81,7 @@ class CaseJudge:
     result: CheckResult
     timeouts: Timeouts = field(init=False)
     roles: dict[str, BackendSpec] = field(default_factory=dict)  # outcome label -> the spec that made it
+    _rules: Rules | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.timeouts = Timeouts(self.check.timeout or self.options.timeout)
@@ -144,8 +145,11 @@ class CaseJudge:
         return ev
 
     def rules(self) -> Rules:
-        return Rules(self.check.tolerance, self.check.tolerances,
-                     measurable=getattr(self.check, "reference", None) is not None)
+        """The check's rules, built once: each target's tolerance is then resolved once per check."""
+        if self._rules is None:
+            self._rules = Rules(Declared(self.check.tolerance, self.check.tolerances,
+                                         measurable=getattr(self.check, "reference", None) is not None))
+        return self._rules
 
     def rerun_spec(self, need: Rerun) -> BackendSpec:
         """The backend spec of a rerun a verdict asks for: the spec of the opinion it reruns, changed."""

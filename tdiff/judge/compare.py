@@ -9,6 +9,7 @@ coarse scale from the case's inputs is used and the comparison says so (`Compari
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,11 @@ from ..core.backend_spec import is_reference
 from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
-from ..core.tolerance import Tolerance
 from .classify import kind_of
 from .closeness import close, closeness, describe_values, value_mismatch
 from .comparison import Comparison, Mismatch
 from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
-from .rules import Rules
+from .rules import Rules, TargetRule
 from .sensitivity import FRAGILE, SCALE, weigh
 from .targets import Target, View, describe_structure, view
 
@@ -83,8 +83,22 @@ def _sampled(va: View, vb: View) -> View | None:
     return None
 
 
-def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules, cmp: Comparison,
-                    ops: set[str] | None, guide: Target | None, sampled: View | None) -> None:
+@dataclass(frozen=True)
+class TargetPair:
+    """One target as two outcomes hold it, with what judges it: the guide's target (its dataflow), the sampled
+    outcome (only what its programs wrote is comparable) and the target's `TargetRule`."""
+
+    path: str
+    a: Target
+    b: Target
+    rule: TargetRule
+    guide: Target | None = None
+    sampled: View | None = None
+
+
+def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison, ops: set[str] | None) -> None:
+    """Compare one target of two outcomes into `cmp` (a mismatch, or what was forgiven and why)."""
+    path, ta, tb, guide, sampled = pair.path, pair.a, pair.b, pair.guide, pair.sampled
     names = (cmp.a.backend, cmp.b.backend)
     if ta.shape != tb.shape or ta.dtype.name != tb.dtype.name:
         cmp.mismatches.append(Mismatch(path, "structure", f"`{path}`: {names[0]} holds {ta.dtype.name}"
@@ -92,7 +106,7 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
         return
     if ta.raw.tobytes() == tb.raw.tobytes():
         return
-    tol = rules.tolerance_for(path, ta.dtype.name, ops, _has_reference(cmp))
+    tol = pair.rule.tolerance
     va, vb, ra, rb = ta.values, tb.values, ta.raw, tb.raw
     keep = None
     if sampled is not None:  # only what the interpreted programs wrote is comparable
@@ -131,8 +145,7 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
             ok &= (va == vb) | (np.isnan(va) & np.isnan(vb))
     # elements within the tolerance only by its dataflow scale (which follows the kernel's own operations, so
     # it would forgive any unstable algorithm): against a reference, the problem's measured scale decides them
-    by_scale = ok & ~close(va, vb, tol, 0.0, ra, rb) if _scale_measured(path, ta, tol, rules, cmp, ops, narrow) \
-        else None
+    by_scale = ok & ~close(va, vb, tol, 0.0, ra, rb) if pair.rule.measured and not narrow else None
     if ok.all() and (by_scale is None or not by_scale.any()):
         return
     bad = ~ok
@@ -179,25 +192,12 @@ def compare_targets(path: str, ta: Target, tb: Target, case: Case, rules: Rules,
         m.message += (f" (the kernel's arithmetic behind `{path}` ran in {narrow}, narrower than its {ta.dtype.name}: "
                       f"if that is intended, declare tolerances={{{path!r}: tdiff.Tolerance.preset(\"arith\", "
                       f"{narrow!r})}})")
-    if cmp.ieee_dots and ta.dtype.is_float:
-        loose = rules.tolerance_for(path, ta.dtype.name, cmp.tf32_ops, _has_reference(cmp))
+    if pair.rule.tf32 is not None and ta.dtype.is_float:
+        loose = pair.rule.tf32
         m.within_tf32 = bool(close(va, vb, loose, scale, ra, rb)[bad].all())
         m.message += (" (the kernel's float32 tl.dot at default precision was judged as IEEE float32: neither side ran "
                       "it in tf32; a reference that rounds like tf32 declares tolerance=\"tf32\")")
     cmp.mismatches.append(m)
-
-
-def _scale_measured(path: str, t: Target, tol: Tolerance, rules: Rules, cmp: Comparison, ops: set[str] | None,
-                    narrow: Any) -> bool:
-    """Whether elements within `tol` only by its dataflow scale wait for the problem's measured scale: against the
-    check's reference, for a floating target whose tolerance tdiff chose (a declared one is the precision the check
-    accepts), unless a tf32 `tl.dot` (a precision the kernel chose, which perturbing the inputs does not model) or
-    an undeclared narrowing cast (judged on its own) fed it."""
-    if tol.exact or not t.dtype.is_float or not _has_reference(cmp) or narrow or not rules.measurable:
-        return False
-    if rules.tolerance is not None or rules.tolerances.get(path) is not None:
-        return False
-    return ops is None or not any(o in ("dot:tf32", "tf32") for o in ops)
 
 
 def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comparison,
@@ -208,8 +208,8 @@ def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comp
             cmp.mismatches.append(Mismatch(path, "values", f"`{path}`: {names[0]} returned {x!r}, "
                                                            f"{names[1]} returned {y!r}"))
         return
-    tol = rules.tolerance_for(path, "float32" if isinstance(x, float) or isinstance(y, float) else "int64", ops,
-                              _has_reference(cmp))
+    dt = "float32" if isinstance(x, float) or isinstance(y, float) else "int64"
+    tol = rules.declared.tolerance_for(path, dt, ops, _has_reference(cmp))
     a, b = np.array([float(x)]), np.array([float(y)])
     m = value_mismatch(path, a, b, tol, coarse_scale(case, 1, ops), names=names)
     if m is not None:
@@ -229,11 +229,12 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
     """Compare what two successful outcomes of one case hold (errors are classified elsewhere)."""
     rules = rules or Rules()
     cmp = Comparison(a, b)
+    reference = _has_reference(cmp)
     va, vb = view(a, case), view(b, case)
     asked = rules.ops(va, vb)
     ops = as_run_by(asked, (kind_of(a.backend), kind_of(b.backend)))
     cmp.ieee_dots = ops != asked
-    cmp.tf32_ops = asked if cmp.ieee_dots else None
+    tf32_ops = asked if cmp.ieee_dots else None  # what a tf32 dot would have been allowed
     traced = any(v is not None and v.outcome.trace is not None for v in (rules.guide, va, vb))
     cmp.tf32_from_source = not traced and ops is not None and "dot:tf32" in ops
     sampled = _sampled(va, vb)
@@ -244,7 +245,9 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
         ta, tb = va.targets.get(name), vb.targets.get(name)
         if ta is None or tb is None:
             continue
-        compare_targets(name, ta, tb, case, rules, cmp, ops, _guide_target(rules, va, vb, name), sampled)
+        rule = rules.target(name, ta.dtype, ops, reference, tf32_ops)
+        compare_targets(TargetPair(name, ta, tb, rule, _guide_target(rules, va, vb, name), sampled), case, rules,
+                        cmp, ops)
     if va.structure != vb.structure:
         cmp.mismatches.append(Mismatch("returned", "structure", f"{returned_by(names[0], va.structure)}, "
                                                                 f"{returned_by(names[1], vb.structure)}"))
@@ -253,7 +256,9 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
         tb = vb.targets.get(path)
         if path in case.tensors() or tb is None:  # (a returned input view on one side only: compared above)
             continue
-        compare_targets(path, ta, tb, case, rules, cmp, ops, _guide_target(rules, va, vb, path), sampled)
+        rule = rules.target(path, ta.dtype, ops, reference, tf32_ops)
+        compare_targets(TargetPair(path, ta, tb, rule, _guide_target(rules, va, vb, path), sampled), case, rules,
+                        cmp, ops)
     for path, x in va.leaves.items():
         _compare_leaf(path, x, vb.leaves.get(path), case, rules, cmp, ops)
     return cmp

@@ -70,7 +70,6 @@ class Comparison:
     closeness: float = 0.0  # the largest |a - b| / allowed over finite float elements (>= 1: beyond tolerance)
     tf32_from_source: bool = False  # no interpreter trace: tf32 allowed because the source has a tf32 tl.dot
     ieee_dots: bool = False  # the kernel's tf32 tl.dot judged as IEEE float32: neither side ran tf32
-    tf32_ops: set[str] | None = None  # with ieee_dots: the ops as the kernel asked for them (tf32 included)
     # by target: elements that differ beyond what the problem's measured scale allows (judge.sensitivity); an
     # ensemble of the kernel's own float program under random rounding says whether it explains them
     beyond_problem: dict[str, np.ndarray] = field(default_factory=dict)

@@ -230,7 +230,7 @@ def narrowing(path: str, ta: Target, guide: Target | None, case: Case, rules: Ru
     if not casts:
         return ()
     coarsest = max([_eps(d) for d in _float_inputs(case)] + [ta.dtype.eps])
-    declared = rules.tolerances.get(path, rules.tolerance)
+    declared = rules.declared.of(path)
     out = []
     for line, name in casts:
         eps = _eps(name)

@@ -121,8 +121,7 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
         exact = view(fp64, case)
     measured = sensitivity.measure(case, perturbed) if perturbed is not None and sensitivity.measured(perturbed) \
         else None
-    rules = Rules(rules.tolerance, rules.tolerances, view(guide, case) if guide is not None else None, exact,
-                  rules.measurable, measured)
+    rules = rules.for_case(view(guide, case) if guide is not None else None, exact, measured)
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:
         ev.extra[FLOAT64_RUN] = fp64

@@ -1,11 +1,15 @@
-"""The rules one case is judged by (`Rules`): the check's tolerances, the interpreter runs that guide them
-(the operations, per-element scales, the float64 run), the problem's measured sensitivity (what lets a flagged
-element pass), and the tolerance each target gets from them."""
+"""The rules one case is judged by.
+
+`Declared` holds a check's own tolerances and resolves each target's tolerance once per check (a target, its
+dtype, the operations that computed it and whether a reference is judged); `Rules` adds what one case brings
+(the interpreter run that guides the scales, the float64 run, the problem's measured sensitivity); `TargetRule`
+is what one compared target is judged by, resolved once when the comparison of that target starts (as
+`torch.testing`'s pairs resolve their tolerances in their constructor)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.backend_spec import in_other_environment, label_kind, label_lane
@@ -14,17 +18,86 @@ from ..core.tolerance import Tolerance, from_ops, resolve
 from .sensitivity import Sensitivity
 from .targets import View
 
+TF32_OPS = ("dot:tf32", "tf32")
 
-@dataclass
-class Rules:
-    """How to judge one case: the check's tolerances, and the interpreter run that guides them."""
+
+@dataclass(frozen=True)
+class Declared:
+    """A check's declared tolerances (`tolerance=`, `tolerances={path: ...}`), and whether it has a reference whose
+    inputs can be perturbed (then elements within tolerance only by the dataflow scale wait for the measured one)."""
 
     tolerance: Any = None
     tolerances: Mapping[str, Any] = field(default_factory=dict)
+    measurable: bool = False
+    _resolved: dict[tuple, Tolerance] = field(default_factory=dict, compare=False, repr=False)
+
+    def of(self, path: str) -> Any:
+        """What the check declares for `path`: its own entry, else the check-wide tolerance, else None."""
+        return self.tolerances.get(path, self.tolerance)
+
+    def declares(self, path: str) -> bool:
+        return self.tolerance is not None or self.tolerances.get(path) is not None
+
+    def tolerance_for(self, path: str, dt: str, ops: set[str] | frozenset[str] | None,
+                      reference: bool = False) -> Tolerance:
+        """The tolerance of a target, from the ops the kernel ran and the target's dtype (arithmetic in a narrower
+        type than the output's is not forgiven: accumulating in fp16 is a classic bug; a check whose kernel does it
+        on purpose declares the tolerance it accepts); the check's own tolerances override it. Resolved once per
+        (path, dtype, ops, reference) for the check."""
+        key = (path, dt, None if ops is None else frozenset(ops), reference)
+        tol = self._resolved.get(key)
+        if tol is None:
+            base = resolve(self.tolerance, from_ops(ops, dt, reference), dt)
+            tol = self._resolved[key] = resolve(self.tolerances.get(path), base, dt)
+        return tol
+
+
+@dataclass(frozen=True)
+class TargetRule:
+    """How one target of one comparison is judged: its tolerance, the tolerance a tf32 `tl.dot` would have allowed
+    (when the comparison judged one as IEEE float32), and whether the problem's measured scale decides elements that
+    are within tolerance only by the dataflow scale."""
+
+    path: str
+    tolerance: Tolerance
+    tf32: Tolerance | None = None
+    measured: bool = False
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How to judge one case: the check's declared tolerances, and the interpreter runs that guide them."""
+
+    declared: Declared = field(default_factory=Declared)
     guide: View | None = None  # an interpreter outcome of the case: ops, per-element scales, edges
     fp64: View | None = None  # the interpreter in float64 on upcast inputs: is a range-edge difference inherent?
-    measurable: bool = False  # the check has a reference to perturb: flagged elements wait for `sensitivity`
     sensitivity: Sensitivity | None = None  # the problem's measured scale (tdiff.judge.sensitivity), once run
+
+    @property
+    def measurable(self) -> bool:
+        """The check has a reference to perturb: flagged elements wait for `sensitivity`."""
+        return self.declared.measurable
+
+    def for_case(self, guide: View | None, fp64: View | None, sensitivity: Sensitivity | None) -> Rules:
+        return replace(self, guide=guide, fp64=fp64, sensitivity=sensitivity)
+
+    def target(self, path: str, dt: Any, ops: set[str] | None, reference: bool,
+               tf32_ops: set[str] | None = None) -> TargetRule:
+        """The `TargetRule` of `path` (dtype `dt`) in a comparison: resolved once, here."""
+        tol = self.declared.tolerance_for(path, dt.name, ops, reference)
+        tf32 = self.declared.tolerance_for(path, dt.name, tf32_ops, reference) if tf32_ops is not None else None
+        return TargetRule(path, tol, tf32, self._measured(path, dt, tol, ops, reference))
+
+    def _measured(self, path: str, dt: Any, tol: Tolerance, ops: set[str] | None, reference: bool) -> bool:
+        """Whether elements within `tol` only by its dataflow scale wait for the problem's measured scale: against the
+        check's reference, for a floating target whose tolerance tdiff chose (a declared one is the precision the
+        check accepts), unless a tf32 `tl.dot` fed it (a precision the kernel chose, which perturbing the inputs does
+        not model). (An undeclared narrowing cast is judged on its own: see `judge.compare`.)"""
+        if tol.exact or not dt.is_float or not reference or not self.measurable:
+            return False
+        if self.declared.declares(path):
+            return False
+        return ops is None or not any(o in TF32_OPS for o in ops)
 
     def ops(self, *views: View) -> set[str] | None:
         """The operations the kernel ran, from the interpreter's trace; None when no interpreter ran
@@ -42,14 +115,6 @@ class Rules:
             if dots:
                 found = {"farith", "transcendental", "reduce", *dots}
         return found
-
-    def tolerance_for(self, path: str, dt: str, ops: set[str] | None, reference: bool = False) -> Tolerance:
-        """The tolerance of a target, from the ops the kernel ran and the target's dtype (arithmetic
-        in a narrower type than the output's is not forgiven: accumulating in fp16 is a classic bug;
-        a check whose kernel does it on purpose declares the tolerance it accepts); the check's own
-        tolerances override it."""
-        base = resolve(self.tolerance, from_ops(ops, dt, reference), dt)
-        return resolve(self.tolerances.get(path), base, dt)
 
 
 def _same_code(views: tuple[View, ...]) -> bool:

@@ -143,14 +143,14 @@ def info(_: argparse.Namespace) -> int:
     import torch
     import triton
 
-    from .core.backend_spec import default_backends
+    from .core.backend_spec import default_backends, labels
     from .execute.backends.base import gpu_available
 
     gpu = torch.cuda.get_device_name() if gpu_available() else None
     print(f"tdiff {importlib.metadata.version('tdiff')}")
     print(f"triton {triton.__version__}, torch {torch.__version__}, numpy {numpy.__version__}")
     print(f"GPU: {gpu or 'none'}")
-    print("default comparison: " + " vs ".join(default_backends(gpu is not None)) + (
+    print("default comparison: " + " vs ".join(labels(default_backends(gpu is not None))) + (
         "" if gpu else " vs reference (the compiled backend needs a CUDA GPU)"))
     return 0
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from hypothesis.strategies import SearchStrategy
 
 from .core import kernels
-from .core.backend_spec import BackendSpec
+from .core.backend_spec import BackendSpec, parse_all
 from .core.tolerance import validate as validate_tolerance
 from .errors import DeclarationError
 
@@ -54,7 +54,7 @@ class Check:
     timeout: float | None = None
     check_pointers: bool = True
     sample_programs: int | None = None
-    backends: tuple[str, ...] | None = None
+    backends: tuple[BackendSpec, ...] | None = None  # parsed once, when declared
     configs: tuple[int, ...] | None = None
     marks: tuple[Any, ...] = ()
     max_compiles: int | None = None
@@ -325,11 +325,10 @@ def check(
         if max_compiles is not None and (isinstance(max_compiles, bool) or not isinstance(max_compiles, int)
                                          or max_compiles < 0):
             raise DeclarationError(f"{where}: max_compiles must be an int >= 0 (0: no limit), got {max_compiles!r}")
-        for b in backends or ():
-            try:
-                BackendSpec.parse(b)
-            except ValueError as exc:
-                raise DeclarationError(f"{where}: backends: {exc}") from None
+        try:
+            specs = parse_all(backends or ())
+        except ValueError as exc:
+            raise DeclarationError(f"{where}: backends: {exc}") from None
         if masked_loads not in ("undefined", "zero"):
             raise DeclarationError(f"{where}: masked_loads must be 'undefined' or 'zero', got {masked_loads!r}")
         if unspecified not in ("fail", "note"):
@@ -361,7 +360,7 @@ def check(
             file=file, inputs=inputs, dims=dict(dims or {}),
             tolerance=tolerance, tolerances=dict(tolerances or {}), max_examples=max_examples,
             timeout=timeout, check_pointers=check_pointers, sample_programs=sample_programs,
-            backends=tuple(backends) if backends else None, configs=tuple(configs) if configs else None,
+            backends=specs or None, configs=tuple(configs) if configs else None,
             marks=tuple(marks), max_compiles=max_compiles, masked_loads=masked_loads, unspecified=unspecified,
             origin=origin,
         )

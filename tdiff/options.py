@@ -259,24 +259,23 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
     return RunOptions(**changes)
 
 
-def _backends(value: str) -> tuple[str, ...]:
-    """The backends of `--tdiff-backends`, each parsed (a ValueError names a bad one; another environment's
-    Python is probed)."""
+def _backends(value: str) -> tuple[Any, ...]:
+    """The backends of `--tdiff-backends`, parsed once into `BackendSpec`s (a ValueError names a bad one; another
+    environment's Python is probed)."""
     parts = split_backends(value)
     if not parts:
         raise ValueError(f"--tdiff-backends names no backend: {value!r}")
-    from .core.backend_spec import BackendSpec
+    from .core.backend_spec import parse_all
     from .execute.environments import probe
 
-    if "metamorphic" in parts and len(parts) > 1:
-        raise ValueError("--tdiff-backends metamorphic stands alone (it picks compiled variants per check)")
-    for p in parts:
-        if p == "metamorphic":
-            continue
-        spec = BackendSpec.parse(p)  # a ValueError names the bad one
+    try:
+        specs = parse_all(parts)  # a ValueError names the bad one
+    except ValueError as exc:
+        raise ValueError(f"--tdiff-backends: {exc}") from None
+    for p, spec in zip(parts, specs):
         if spec.python:
             try:
                 probe(spec.python)
             except ValueError as exc:
                 raise ValueError(f"--tdiff-backends {p!r}: {exc}") from None
-    return parts
+    return specs

@@ -12,6 +12,7 @@ import torch
 
 import tdiff
 from tdiff import options
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
 from tdiff.core.rerun import REFERENCE_RUN
 from tdiff.drive.runner import Runner
@@ -27,8 +28,8 @@ def test_an_autotuned_kernel_compares_its_configs():
     from suites import autotuned
 
     op = metamorphic(_check(autotuned.axpb_kernel))
-    assert op.specs == ("compiled[config=0]", "compiled[config=1]") and op.pairs == ((0, 1),)
-    assert op.on_divergence == ("reference",) and "autotune configs 0, 1 of 2" in op.note
+    assert op.labels == ("compiled[config=0]", "compiled[config=1]") and op.pairs == ((0, 1),)
+    assert op.reference_on_divergence and "autotune configs 0, 1 of 2" in op.note
     assert "the reference is asked only when they disagree" in op.note
 
 
@@ -36,22 +37,29 @@ def test_a_plain_kernel_compares_launch_option_variants_and_asks_the_reference_o
     from suites import vector_add
 
     op = choose(_check(vector_add.add_kernel), ("metamorphic",), lambda: True)
-    assert op.specs == OPTION_VARIANTS and "reference" not in op.specs
-    assert len(op.pairs) == 6 and op.on_divergence == ("reference",)
+    assert op.labels == OPTION_VARIANTS and "reference" not in op.labels
+    assert len(op.pairs) == 6 and op.reference_on_divergence
 
 
 def test_without_a_gpu_the_profile_says_it_did_not_run():
     from suites import vector_add
 
     op = choose(_check(vector_add.add_kernel), ("metamorphic",), lambda: False)
-    assert op.specs == ("interpreter", "reference")
+    assert op.labels == ("interpreter", "reference")
     assert op.note.startswith("no CUDA GPU: the metamorphic profile (compiled variants) was not run")
 
 
 def test_metamorphic_stands_alone():
     with pytest.raises(ValueError, match="metamorphic stands alone"):
         options.build(lambda n: "metamorphic,compiled" if n == "backends" else None, Path("."))
-    assert options.build(lambda n: "metamorphic" if n == "backends" else None, Path(".")).backends == ("metamorphic",)
+    built = options.build(lambda n: "metamorphic" if n == "backends" else None, Path("."))
+    assert built.backends == (BackendSpec("metamorphic"),)
+    from tdiff import strategies as tst
+    from tests.test_check import _decorate, ok_launch
+
+    with pytest.raises(tdiff.DeclarationError, match="metamorphic stands alone"):
+        _decorate(launch=ok_launch, x=tst.tensors(ndim=1), y=tst.tensors(like="x"),
+                  backends=["metamorphic", "interpreter"])
 
 
 def _judge(kernel, specs):

@@ -12,10 +12,28 @@ from typing import Any
 ORDERS = ("forward", "reversed", "shuffled")
 
 
-def default_backends(gpu: bool) -> tuple[str, ...]:
+#: `--tdiff-backends metamorphic`: not one backend but a profile, compiled variants of each kernel against each other
+METAMORPHIC = "metamorphic"
+
+
+def default_backends(gpu: bool) -> tuple[BackendSpec, ...]:
     """The backends every case runs on when neither the run nor the check names any: the compiled kernel and
     the interpreter with a GPU, the interpreter alone without (a check's reference joins either)."""
-    return ("compiled", "interpreter") if gpu else ("interpreter",)
+    return (BackendSpec("compiled"), BackendSpec("interpreter")) if gpu else (BackendSpec("interpreter"),)
+
+
+def parse_all(texts: Any) -> tuple[BackendSpec, ...]:
+    """Each of `texts` (strings as users write them, or specs) as a `BackendSpec`: the one parse of a run's or a
+    check's backends (a ValueError names a bad one; `metamorphic`, a profile, stands alone)."""
+    specs = tuple(BackendSpec.parse(t) for t in texts)
+    if len(specs) > 1 and any(s.kind == METAMORPHIC for s in specs):
+        raise ValueError("metamorphic stands alone (it picks compiled variants per check)")
+    return specs
+
+
+def labels(specs: Any) -> tuple[str, ...]:
+    """The display labels of specs (strings are shown as written)."""
+    return tuple(s.label if isinstance(s, BackendSpec) else str(s) for s in specs)
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,8 @@ class BackendSpec:
         if isinstance(text, BackendSpec):
             return text
         written = text = text.strip()
+        if text == METAMORPHIC:
+            return cls(kind=METAMORPHIC)
         inner = None
         if "[" in text:  # a compiled variant: its [options] may hold a path (ir=...): set them apart first
             start = text.index("[")
@@ -132,7 +152,7 @@ class BackendSpec:
 
     @property
     def uses_gpu(self) -> bool:
-        return self.kind == "compiled" or (self.device or "").startswith("cuda")
+        return self.kind in ("compiled", METAMORPHIC) or (self.device or "").startswith("cuda")
 
     @property
     def lane(self) -> str:
@@ -243,6 +263,13 @@ def short_path(path: str) -> str:
 
 
 # ------------------------------------------------------------------ reading a label back
+
+def lane_parts(lane: str) -> tuple[str, str | None]:
+    """A worker lane (`BackendSpec.lane`) as (its kind of work, the other environment's Python or None):
+    `cpu@/venv/bin/python` -> ("cpu", "/venv/bin/python")."""
+    base, _, python = lane.partition("@")
+    return base, python or None
+
 
 def label_lane(label: str) -> str:
     """The opinion a label names, without its run options: `compiled[num_warps=2]:cuda` ->

@@ -11,6 +11,8 @@ from hypothesis import HealthCheck, Phase, Verbosity
 from hypothesis import settings as hsettings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from .backend_spec import BackendSpec, parse_all
+
 #: the run's profiles, registered with hypothesis as `tdiff-<name>`: `ci` (20 examples, derandomized: no example
 #: database), `dev` (50) and `thorough` (400), which keep their examples in `.hypothesis/tdiff` outside CI
 PROFILES = ("ci", "dev", "thorough")
@@ -49,7 +51,8 @@ def default_profile() -> str:
 class RunOptions:
     """How a run draws, executes, judges and records cases."""
 
-    backends: tuple[str, ...] | None = None  # None: compiled and interpreter with a GPU, the interpreter without
+    # None: compiled and interpreter with a GPU, the interpreter without
+    backends: tuple[BackendSpec, ...] | None = None
     profile: str = field(default_factory=default_profile)
     max_examples: int | None = None
     seed: int | None = None
@@ -87,6 +90,10 @@ class RunOptions:
     gpu: int | None = None
     shard: tuple[int, int] | None = None  # (K, N): only the checks of shard K of N run (tdiff.drive.shard)
     campaign_dir: Path | None = None  # where fuzz targets record a campaign (tdiff.record.campaign)
+
+    def __post_init__(self) -> None:
+        if self.backends is not None:  # as users write them (strings) or parsed: held as specs from here on
+            object.__setattr__(self, "backends", parse_all(self.backends))
 
     def with_(self, **changes: Any) -> RunOptions:
         return replace(self, **changes)

@@ -141,7 +141,7 @@ class CaseJudge:
         labels = list(outcomes)
         pairs = [(labels[a], labels[b]) for a, b in opinions.pairs]
         ev = gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
-        ev.on_divergence = opinions.on_divergence
+        ev.reference_on_divergence = opinions.reference_on_divergence
         return ev
 
     def rules(self) -> Rules:
@@ -200,11 +200,11 @@ class CaseJudge:
                 # elements: compare again
                 pairs = [(p.a, p.b) for p in ev.pairs]
                 extra = ev.extra
-                third = ev.on_divergence
+                third = ev.reference_on_divergence
                 ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra.get(FLOAT64_RUN),
                             extra)
                 ev.extra.update(extra)
-                ev.on_divergence = third
+                ev.reference_on_divergence = third
             v = decide(ev, final)
         return v, ev
 

@@ -78,7 +78,7 @@ class Runner:
 
     def new_result(self, check: Check) -> CheckResult:
         opinions = opinions_for(check, self.options)
-        return CheckResult(check.id, check.item_name, opinions.specs, pair_note=opinions.note,
+        return CheckResult(check.id, check.item_name, opinions.labels, pair_note=opinions.note,
                            compared=opinions.describe())
 
     def check_environments(self, judge: CaseJudge) -> None:
@@ -87,9 +87,10 @@ class Runner:
         this environment) go into the result: a pass names both."""
         from ..execute.environments import probe, versions_here
 
-        for text, spec in zip(judge.opinions.specs, judge.opinions.backends):
+        for spec in judge.opinions.backends:
             if spec.python is None:
                 continue
+            text = spec.label
             if not isinstance(self.executor, Pool):
                 raise ValueError(f"backend {text!r} runs in another environment, in a worker process: it needs "
                                  "isolation='process' (--tdiff-isolation process), not 'none'")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from ..core.backend_spec import BackendSpec
+from ..core.backend_spec import BackendSpec, lane_parts
 from ..core.outcome import ErrorInfo, Outcome
 from . import wire
 from .backends.run_case import run_case
@@ -212,7 +212,7 @@ class Pool:
 
     def _env(self, lane: str) -> dict[str, str]:
         env = dict(os.environ)
-        lane, _, python = lane.partition("@")
+        lane, python = lane_parts(lane)
         env["TDIFF_SYS_PATH"] = json.dumps(sys.path)
         if python:  # another environment: this checkout and the user's code, its own packages
             from .environments import sys_path_for_other
@@ -234,7 +234,7 @@ class Pool:
     def worker(self, lane: str) -> Worker:
         w = self.workers.get(lane)
         if w is None:
-            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin, lane.partition("@")[2] or None)
+            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin, lane_parts(lane)[1])
         return w
 
     def warm(self, lanes: Sequence[str]) -> None:

@@ -44,8 +44,8 @@ class Evidence:
     reports: dict[str, integrity.Report] = field(default_factory=dict)
     pairs: list[Pair] = field(default_factory=list)
     extra: dict[Rerun, Outcome] = field(default_factory=dict)  # the reruns a verdict asked for
-    # third opinions that run only when the others disagree (the metamorphic profile's "reference")
-    on_divergence: tuple[str, ...] = ()
+    # the check's reference runs only when the others disagree (the metamorphic profile)
+    reference_on_divergence: bool = False
 
     def pair(self, a: str, b: str) -> Pair | None:
         for p in self.pairs:

@@ -9,24 +9,35 @@ sees races, out-of-bounds accesses and undefined behaviour in one run).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
 from ..core import kernels
-from ..core.backend_spec import BackendSpec, default_backends
+from ..core.backend_spec import METAMORPHIC, BackendSpec, default_backends, parse_all
+
+REFERENCE = BackendSpec("reference")
 
 
 @dataclass(frozen=True)
 class Opinions:
-    specs: tuple[str | BackendSpec, ...]  # backend specs run on every case, as written
-    pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into specs)
+    backends: tuple[BackendSpec, ...]  # the backends run on every case (strings are parsed once, here)
+    pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into backends)
     note: str | None = None  # why these (e.g. no GPU)
-    on_divergence: tuple[str, ...] = ()  # third opinions run only when the others disagree ("reference")
-    backends: tuple[BackendSpec, ...] = field(init=False, repr=False, compare=False)  # `specs`, parsed once
+    on_divergence: tuple[BackendSpec, ...] = ()  # third opinions run only when the others disagree (the reference)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "backends", tuple(BackendSpec.parse(s) for s in self.specs))
+        object.__setattr__(self, "backends", parse_all(self.backends))
+        object.__setattr__(self, "on_divergence", parse_all(self.on_divergence))
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The backends as displayed."""
+        return tuple(b.label for b in self.backends)
+
+    @property
+    def reference_on_divergence(self) -> bool:
+        return REFERENCE in self.on_divergence
 
     @property
     def kinds(self) -> list[str]:
@@ -45,11 +56,9 @@ class Opinions:
             return None
         index = {old: new for new, old in enumerate(keep)}
         pairs = tuple((index[a], index[b]) for a, b in self.pairs if a in index and b in index)
-        return Opinions(tuple(self.specs[i] for i in keep), pairs, self.note, self.on_divergence)
+        return Opinions(tuple(self.backends[i] for i in keep), pairs, self.note, self.on_divergence)
 
 
-#: `--tdiff-backends metamorphic`: compiled variants of each kernel against each other (see `metamorphic`)
-METAMORPHIC = "metamorphic"
 #: at most this many autotune configs are compared with each other per check
 MAX_CONFIGS = 4
 #: the option variants of a kernel that is not autotuned
@@ -71,18 +80,18 @@ def metamorphic(check: Any) -> Opinions:
         note = "metamorphic: launch-option variants compared"
     if len(chosen) < 2:
         chosen = list(OPTION_VARIANTS)
-    third = ("reference",) if check.reference is not None else ()
+    third = (REFERENCE,) if check.reference is not None else ()
     note += "; the reference is asked only when they disagree" if third else "; no reference: a disagreement is " \
         "judged against the interpreter in float64"
     return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note, third)
 
 
-def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
+def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
     """The opinions for a check: its own `backends=`, else the run's, else the machine's default,
     plus its reference."""
-    chosen = list(check.backends or backends or ())
+    chosen = list(parse_all(check.backends or backends or ()))
     note = None
-    if chosen == [METAMORPHIC]:
+    if [b.kind for b in chosen] == [METAMORPHIC]:
         if gpu_available():
             return metamorphic(check)
         chosen = []
@@ -92,11 +101,11 @@ def choose(check: Any, backends: tuple[str, ...] | None, gpu_available: Callable
         chosen = list(default_backends(gpu))
         if not gpu:
             note = (note + "; " if note else "") + "no CUDA GPU: the compiled backend was skipped"
-    kinds = [s.kind if isinstance(s, BackendSpec) else BackendSpec.parse(s).kind for s in chosen]
+    kinds = [s.kind for s in chosen]
     if check.reference is not None and "reference" not in kinds:
-        chosen.append("reference")
+        chosen.append(REFERENCE)
     if len(chosen) == 1:
-        chosen.append(f"{chosen[0]}:reversed" if kinds[0] == "interpreter" else "interpreter")
+        chosen.append(chosen[0].with_(order="reversed") if kinds[0] == "interpreter" else BackendSpec("interpreter"))
         if note:
             note += ("; no reference: the interpreter was compared with itself in reversed program order (finds "
                      "races, out-of-bounds accesses, undefined behaviour and crashes, not wrong values)")

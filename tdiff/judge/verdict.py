@@ -389,7 +389,7 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
             return Verdict(UNDECIDED, needs=rerun)
         pa, pb = (ev.pair(p.a, ref), ev.pair(p.b, ref)) if ref else (None, None)
         truth_ref = ev.outcomes[ref] if ref else None
-        if ref is None and "reference" in ev.on_divergence:  # the reference, asked now that they disagree
+        if ref is None and ev.reference_on_divergence:  # the reference, asked now that they disagree
             if REFERENCE_RUN not in ev.extra:
                 return Verdict(UNDECIDED, needs=(REFERENCE_RUN,))
             truth_ref = ev.extra[REFERENCE_RUN]

@@ -126,22 +126,22 @@ class TdiffSession:
         overlap with this process's own imports and collection."""
         if self.config.option.collectonly or self.is_controller or self.options.isolation == "none":
             return  # (an xdist controller runs no tests: its workers warm their own)
-        from ..core.backend_spec import BackendSpec, default_backends
+        from ..core.backend_spec import default_backends
         from ..execute.gpus import device_count
         from ..execute.workers import shared_pool
 
         self.pin()
         backends = self.options.backends or default_backends(device_count() > 0)
-        lanes = sorted({BackendSpec.parse(b).lane if b != "metamorphic" else "gpu" for b in backends} | {"ref"})
+        lanes = sorted({b.lane for b in backends} | {"ref"})
         shared_pool(self.options.gpu).warm(lanes)
 
     def header(self) -> list[str]:
-        from ..core.backend_spec import default_backends
+        from ..core.backend_spec import default_backends, labels
         from ..execute.gpus import device_count
 
         opts = self.options
         gpu = device_count() > 0
-        what = ", ".join(opts.backends) if opts.backends else " and ".join(default_backends(gpu)) + (
+        what = ", ".join(labels(opts.backends)) if opts.backends else " and ".join(labels(default_backends(gpu))) + (
             "" if gpu else " (no CUDA GPU: the compiled backend is skipped)")
         corpus = os.pathsep.join(_rel(p, self.config) for p in opts.corpora()) or "off"
         extra = f"; shard {opts.shard[0]}/{opts.shard[1]}" if opts.shard else ""

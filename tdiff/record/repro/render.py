@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ...core import dtypes, kernels
-from ...core.backend_spec import BackendSpec, is_reference, label_kind, label_lane
+from ...core.backend_spec import is_reference, label_kind
 from ...core.case import Case
 from ...core.outcome import GUARD_BYTES, Outcome
 from ...core.rerun import AGAIN, Rerun
@@ -190,14 +190,14 @@ def _tolerances(ev: Evidence, verdict: Verdict, targets: dict[str, dict], data: 
     return out
 
 
-def _variants(sides: tuple[str, ...]) -> dict[str, dict | None]:
+def _variants(sides: tuple[str, ...], ev: Evidence) -> dict[str, dict | None]:
     """For each compiled-variant side, the launch options it sets on every launch; None for a variant
     the recorded launches cannot replay (another autotune config changes constexprs and grids)."""
     out: dict[str, dict | None] = {}
     for s in sides:
-        base = label_lane(s).rstrip("'")
-        if base.startswith("compiled[") and s not in out:
-            spec = BackendSpec.parse(base)
+        o = ev.outcomes.get(s)
+        spec = o.spec if o is not None else None
+        if spec is not None and spec.kind == "compiled" and spec.variant and s not in out:
             out[s] = None if spec.config is not None else dict(spec.launch)
     return out
 
@@ -319,7 +319,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     shim_names = [n for n in shims.ENABLED if shims.ENABLED[n]] if interpreted else None
     case_values = {
         "KIND": kind, "PAIR": tuple(pair),
-        "VARIANTS": _variants((*pair, side)), "SIDE": side, "EXPECT_TARGETS": list(verdict.targets),
+        "VARIANTS": _variants((*pair, side), ev), "SIDE": side, "EXPECT_TARGETS": list(verdict.targets),
         "TIMEOUT": float(timeout), "GUARD": GUARD_BYTES, "SIDECAR": "inputs.npz" if data.sidecar else None,
         "INPUTS": inputs, "VIEWS": views, "LAUNCHES": launches, "TARGETS": targets,
         "TOLERANCE": _tolerances(ev, verdict, targets, data), "RECORDED": recorded,

@@ -110,7 +110,7 @@ print(f"{len(checks)} checks, {t['cases']} cases; {len(spec)} with specializatio
 PY
 }
 
-step_main_before() {  # the main job with the code before the boundary plan (.before/: git archive of that commit)
+step_main_before() {  # the main job with an earlier commit's code (.before/: git archive of that commit)
     local t0=$SECONDS
     (cd .before && rm -rf .tdiff .hypothesis && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 \
         -p no:cacheprovider --tdiff-json "$OUT/main_before.json" > "$OUT/main_before.txt" 2>&1)
@@ -118,15 +118,16 @@ step_main_before() {  # the main job with the code before the boundary plan (.be
 $(plan_figures "$OUT/main_before.json")"
 }
 
-step_main_plan() {  # the main job with the boundary plan (this checkout)
+step_main_plan() {  # the main job with this checkout's code (the other half of main_before: run both in one session)
     local t0=$SECONDS
     rm -rf .tdiff .hypothesis
     $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider --tdiff-json "$OUT/main_plan.json" \
         > "$OUT/main_plan.txt" 2>&1
-    summary "main job PLAN: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/main_plan.txt"); $(plan_figures "$OUT/main_plan.json")"
+    summary "main job NOW: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/main_plan.txt"); $(plan_figures "$OUT/main_plan.json")"
 }
 
 step_real_seeds() {  # the real suites at SEEDS, with the code of WHICH (before: .before/, plan: this checkout)
+    # (the dev profile, random draws: a seed draws other cases than CI's derandomized profile)
     for which in ${WHICH:-plan}; do
         for seed in ${SEEDS:-1 2}; do
             local t0=$SECONDS dir=.

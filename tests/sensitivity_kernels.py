@@ -87,3 +87,14 @@ offset_roundtrip_declared = tdiff.check(reference=lambda x: x.clone(), tolerance
 #: the same, with a reference that cannot run in float64: nothing measures the problem's scale
 offset_roundtrip_unmeasured = tdiff.check(reference=_float64_refused, name="unmeasured",
                                           **_ROUNDTRIP)(triton.jit(_offset_roundtrip))
+
+
+@tdiff.check(reference=lambda x: x * 2, name="split", **_ROUNDTRIP)
+@triton.jit
+def offset_split(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """The same cancellation over three lines: the spread grows where 1024 is subtracted, not before or after."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    y = x + 1024.0
+    z = y - 1024.0  # the spread grows here
+    tl.store(out_ptr + offs, z * 2.0, mask=offs < n)

@@ -116,8 +116,15 @@ def test_compiled_variants_parse_label_and_validate():
             BackendSpec.parse(bad)
     with pytest.raises(tdiff.DeclarationError, match="unknown option"):
         tdiff.check(launch=lambda k, x: None, backends=["compiled[warps=2]"], x=1)(K.double_kernel)
+    from tdiff.core.case import Case
+    from tdiff.core.outcome import Outcome
+    from tdiff.judge.evidence import Evidence
+    from tdiff.judge.rules import Rules
     from tdiff.record.repro import _variants
 
-    # a reproducer runs a variant with its launch options on top; another config cannot be replayed
-    assert _variants(("compiled", "compiled[num_warps=2]", "compiled[config=1]", "reference")) == {
-        "compiled[num_warps=2]": {"num_warps": 2}, "compiled[config=1]": None}
+    # a reproducer runs a variant with its launch options on top (read from the outcome's spec, not its label);
+    # another config cannot be replayed
+    sides = ("compiled", "compiled[num_warps=2]", "compiled[config=1]", "reference")
+    outcomes = {s: Outcome(s, spec=BackendSpec.parse(s)) for s in sides}
+    ev = Evidence(Case({}), "k", outcomes, Rules())
+    assert _variants(sides, ev) == {"compiled[num_warps=2]": {"num_warps": 2}, "compiled[config=1]": None}

@@ -237,6 +237,12 @@ def test_an_unstable_algorithm_within_the_dataflow_scale_fails_as_numerically_un
     assert sorted(r.k for r in ev.extra if r.how == "rounded") == list(range(sensitivity.ENSEMBLE + 1))
 
 
+def test_the_unstable_verdict_names_the_line_where_the_spread_grows():
+    v, _ = _final(S.offset_split, x=QUARTERS)
+    assert v.label == V.NUMERICALLY_UNSTABLE, v
+    assert "the spread grows at tests/sensitivity_kernels.py" in text(v) and "z = y - 1024.0" in text(v), text(v)
+
+
 def test_an_unstable_algorithm_passes_when_its_precision_is_declared():
     v, _ = _final(S.offset_roundtrip_declared, x=QUARTERS)
     assert not v.failed, v

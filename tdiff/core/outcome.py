@@ -178,6 +178,9 @@ class Trace:
     # unit roundoff of the arithmetic behind it; a `Precision` where narrowing casts set it (their lines, dtypes)
     precision: dict[str, float] = field(default_factory=dict)
     loaded: dict[str, np.ndarray] = field(default_factory=dict)  # the storing program's largest input
+    # a random-rounding run (execute.interpreter.rounding): per source line, samples of the values it computed, as
+    # (values, their ulps); judge.sensitivity.growth reads where an ensemble's spread grows from them
+    rounded: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     races: list[Race] = field(default_factory=list)
     # per input name: loads of its storage outside its view: (elements, first storage index, program, line)
     outside_reads: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)

@@ -98,6 +98,39 @@ def ensemble_spread(case: Case, extra: Mapping[Rerun, Outcome]) -> tuple[dict[st
     return {path: spread for path, (_, spread, _) in _spreads(case, runs).items()}, None
 
 
+#: a line "grows" the spread when the ensemble's runs differ there by at least this many of the value's ulps, and
+#: by at least GROWTH_JUMP times more than at any line computed before it
+GROWTH_ULPS = 16.0
+GROWTH_JUMP = 8.0
+
+
+def growth(extra: Mapping[Rerun, Outcome]) -> tuple[str, float, float] | None:
+    """Where the kernel's rounding is amplified: the source line at which the random-rounding runs' spread (in ulps
+    of the values that line computed, over the samples each run kept: `rounding.Rounder.keep`) jumps most above the
+    largest spread of the lines computed before it, as (line, ulps before it, ulps at it); None when no line's
+    spread reaches `GROWTH_ULPS` with a jump of `GROWTH_JUMP`."""
+    runs = [o.trace.rounded for r, o in extra.items()
+            if r.how == ROUNDED and o.trace is not None and o.trace.rounded]
+    if len(runs) < 2:
+        return None
+    best: tuple[str, float, float, float] | None = None
+    before = 1.0
+    for line in [ln for ln in runs[0] if all(ln in r for r in runs)]:
+        worst = 0.0
+        for occ in range(min(len(r[line]) for r in runs)):
+            n = min(r[line][occ][0].size for r in runs)
+            values = np.stack([r[line][occ][0][:n] for r in runs])
+            ulps = runs[0][line][occ][1][:n]
+            ok = np.isfinite(values).all(axis=0) & (ulps > 0) & np.isfinite(ulps)
+            if ok.any():
+                worst = max(worst, float(((values.max(axis=0) - values.min(axis=0))[ok] / ulps[ok]).max()))
+        jump = worst / before
+        if worst >= GROWTH_ULPS and jump >= GROWTH_JUMP and (best is None or jump > best[3]):
+            best = (line, before, worst, jump)
+        before = max(before, worst)
+    return best[:3] if best is not None else None
+
+
 def _spreads(case: Case, runs: Sequence[Outcome]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per target the first run holds: (its values, the largest distance of another run's from them, the largest
     magnitude among the runs); a NaN on one side only, an infinite distance. Targets a run lacks are left out."""

@@ -501,13 +501,16 @@ def _unstable(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdic
     if worst is None:
         return None
     diff, spread, path = worst
+    grows = sensitivity.growth(ev.extra)
+    where = (f"; the spread grows at {grows[0]} (the random-rounding runs differ there by {grows[2]:.3g} ulps, at most "
+             f"{grows[1]:.3g} in the lines computed before it)") if grows is not None else ""
     return Verdict(NUMERICALLY_UNSTABLE, [
         f"{side}'s `{path}` differs from the reference by up to {diff:.3g}, beyond what the problem allows at this "
         f"precision (the float64 reference moves far less when its inputs move by one rounding), and the kernel's "
         f"own float program moves by up to {spread:.3g} there when each floating operation rounds up or down at "
         f"random ({sensitivity.ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not "
         "(cancellation, a sum or statistic in a narrower type than the output, eps placed where it no longer "
-        f"guards): a finding; if that precision is intended, declare it: tolerances={{{path!r}: ...}}",
+        f"guards): a finding{where}; if that precision is intended, declare it: tolerances={{{path!r}: ...}}",
         cmp.summary()], pair=(side, ref), kind="values", targets=_targets(cmp))
 
 

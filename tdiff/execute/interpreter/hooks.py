@@ -117,7 +117,7 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
 
     # 1c. random rounding (an ensemble run: `interpreter:rr<k>`): every floating result rounded up or down at random
     if session.options.rounding:
-        rounding.install(rounding.Rounder(session.options.rounding), put, builder)
+        rounding.install(rounding.Rounder(session.options.rounding, trace.rounded), put, builder)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
     for name in _value_methods(cls):

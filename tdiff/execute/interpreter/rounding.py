@@ -26,13 +26,40 @@ ROUNDED = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_f
            "create_fp_to_fp")
 #: the most elements a `tl.dot` is summed as a tree for (products held at once); larger dots round their result
 DOT_TREE_LIMIT = 1 << 22
+#: what a run keeps of the values each source line computed (to find where the ensemble's spread grows): the
+#: first occurrences of the line, the first elements of each
+SAMPLE_OCCURRENCES = 4
+SAMPLE_ELEMENTS = 64
 
 
 class Rounder:
-    """Random rounding of one run: `k` (> 0) seeds it; the same k rounds the same way on every run."""
+    """Random rounding of one run: `k` (> 0) seeds it; the same k rounds the same way on every run. `samples`, when
+    given, receives per source line (`file:line: code`) the values it computed, as (values, their ulps) in float64
+    (`keep`)."""
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, samples: dict[str, list[tuple[np.ndarray, np.ndarray]]] | None = None) -> None:
         self.rng = np.random.default_rng([k, 0x52_52])
+        self.samples = samples
+
+    def keep(self, data: np.ndarray, bf16: bool = False) -> np.ndarray:
+        """Record a sample of `data` under the user's line computing it now (bfloat16 carried as uint16 bits when
+        `bf16`); returns `data`."""
+        if self.samples is None:
+            return data
+        from ..backends.base import user_line_now
+
+        line = user_line_now()
+        seen = self.samples.setdefault(line, []) if line else None
+        if seen is None or len(seen) >= SAMPLE_OCCURRENCES:
+            return data
+        flat = np.asarray(data).reshape(-1)[:SAMPLE_ELEMENTS]
+        if bf16:
+            wide = (flat.astype(np.uint32) << 16).view(np.float32)
+            values, ulps = wide.astype(np.float64), np.spacing(np.abs(wide)).astype(np.float64) * 65536.0
+        else:
+            values, ulps = flat.astype(np.float64), np.spacing(np.abs(flat)).astype(np.float64)
+        seen.append((values, ulps))
+        return data
 
     def perturb(self, data: np.ndarray) -> np.ndarray:
         """`data` (a float array, or bfloat16 carried as uint16 bits) with each finite nonzero element moved one
@@ -114,13 +141,13 @@ def install(rounder: Rounder, put: Callable[[object, str, Any], None], builder: 
                 out = out.reshape((1,) * data.ndim)
         else:
             out = rounder.tree_sum(data, axis, self.keep_dims)
-        return self.to_tensor(out, input.dtype)
+        return self.to_tensor(rounder.keep(out), input.dtype)
 
     def scumsum(self: Any, input: Any) -> Any:
         data = np.asarray(input.handle.data)
         if data.dtype.kind != "f":
             return original_cumsum(self, input)
-        return [self.to_tensor(rounder.chain_sum(data, self.axis), input.dtype)]
+        return [self.to_tensor(rounder.keep(rounder.chain_sum(data, self.axis)), input.dtype)]
 
     original_sum = _interp.ReduceOps.sum
     original_cumsum = getattr(_interp.ScanOps, "cumsum", None)
@@ -134,7 +161,7 @@ def install(rounder: Rounder, put: Callable[[object, str, Any], None], builder: 
             av, bv, dv = (np.asarray(h.data) for h in (a, b, d))
             if np.asarray(out.data).dtype.kind != "f" or av.dtype.kind != "f" or bv.dtype.kind != "f":
                 return out
-            return _interp.TensorHandle(rounder.dot(av, bv, np.asarray(dv)), out.dtype)
+            return _interp.TensorHandle(rounder.keep(rounder.dot(av, bv, np.asarray(dv))), out.dtype)
 
         put(builder, "create_dot", create_dot)
 
@@ -146,8 +173,9 @@ def _rounded(fn: Callable, rounder: Rounder) -> Callable:
         out = fn(*args, **kw)
         if isinstance(out, _interp.TensorHandle):
             data = np.asarray(out.data)
-            if data.dtype.kind == "f" or (data.dtype == np.uint16 and _is_bf16(out)):
-                out = _interp.TensorHandle(rounder.perturb(data), out.dtype)
+            bf16 = data.dtype == np.uint16 and _is_bf16(out)
+            if data.dtype.kind == "f" or bf16:
+                out = _interp.TensorHandle(rounder.keep(rounder.perturb(data), bf16), out.dtype)
         return out
 
     return hook

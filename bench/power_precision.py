@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from bench.power_generic import _torch, generic
 from tdiff import strategies as tst
+from tdiff.core.tolerance import Tolerance
 
 #: (mutant kernel, original kernel, kind, bug, trigger, triggered(case)), as in bench/power_generic.py
 PRECISION: list[tuple[Any, Any, str, str, str, Any]] = []
@@ -40,6 +42,68 @@ def _rows(kernel, x, *extra):
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     kernel[(m,)](x, out, n, x.stride(0), x.stride(1), *extra, BLOCK=triton.next_power_of_2(n))
     return out
+
+
+# ------------------------------------------------------------------ triggers: can the case show the bug?
+
+#: random draws of the inputs moved by one rounding (in float64, and by one ulp at their own precision) that a
+#: trigger measures the problem's own spread with (the judge draws 6 and 4: fewer draws measure a smaller spread,
+#: so the trigger errs towards counting a case)
+DRAWS = 4
+
+
+def _spread(reference: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the float64 reference on `x`, the largest change of it when every element of `x` moves by one rounding:
+    x * (1 +- u) in float64, and one ulp at x's precision with the result rounded to it), as the judge measures
+    what the problem allows (tdiff.judge.sensitivity)."""
+    x64 = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        exact = reference(x64)
+        spread = np.zeros(exact.shape)
+        rng = np.random.default_rng(0)
+        u = np.finfo(x.dtype).eps / 2
+        for _ in range(DRAWS):
+            signs = rng.choice(np.array([-1.0, 1.0]), size=x.shape)
+            spread = np.fmax(spread, np.abs(reference(x64 * (1 + signs * u)) - exact))
+            moved = np.nextafter(x, (signs * np.inf).astype(x.dtype))
+            moved = np.where(np.isfinite(moved), moved, x)
+            native = reference(moved.astype(np.float64)).astype(x.dtype).astype(np.float64)
+            spread = np.fmax(spread, np.abs(native - exact))
+    return exact, spread
+
+
+def _shows(c: Any, mutant: Any, correct: Any, reference: Any, tolerance: str) -> bool:
+    """Whether the case can show the planted bug at the check's tolerance: some element where the mutant's float
+    program (simulated in numpy in the kernel's own dtypes, as the CPU interpreter computes: `np.sum` over the
+    padded block, elementwise operations rounded to the dtype) is off the float64 reference by more than the
+    strict tolerance (`tolerance`, the preset of the kernel's operations) plus twice what one rounding of the
+    inputs moves the reference (what the judge allows the problem), while the correct kernel's float program is
+    within that there. A necessary condition for the mutant to fail on the case, not a sufficient one."""
+    x = _torch(c, "x").numpy()
+    if not x.size:
+        return False
+    exact, spread = _spread(reference, x)
+    tol = Tolerance.preset(tolerance, str(x.dtype))
+    with np.errstate(all="ignore"):
+        def off(v: np.ndarray) -> np.ndarray:
+            v = v.astype(np.float64)
+            return ~(np.abs(v - exact) <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + 2 * spread)
+
+        fin = np.isfinite(exact)
+        return bool((fin & off(mutant(x)) & ~off(correct(x))).any())
+
+
+def _padded(x: np.ndarray) -> np.ndarray:
+    """Rows of `x` padded with zeros to the kernel's block (the masked lanes a `tl.load(..., other=0.0)` fills)."""
+    n = x.shape[-1]
+    out = np.zeros((*x.shape[:-1], triton.next_power_of_2(n)), x.dtype)
+    out[..., :n] = x
+    return out
+
+
+def _row_sum(x: np.ndarray) -> np.ndarray:
+    """`tl.sum(x, axis=0)` per row as the interpreter computes it: numpy's sum over the padded block, in x's dtype."""
+    return np.sum(_padded(x), axis=-1, keepdims=True)
 
 
 # ------------------------------------------------------------------ RMS norm: eps outside the square root
@@ -65,14 +129,24 @@ def rms_norm_rows(x_ptr, out_ptr, n, stride_m, stride_n, eps, BLOCK: tl.constexp
     tl.store(out_ptr + row * n + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def _rms_exact(x: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS)
+
+
+def _rms_ms(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32)
+    return _row_sum(x * x) / np.float32(x.shape[-1])
+
+
 def _tiny_rows(c: Any) -> bool:
-    x = _torch(c, "x").double()
-    ms = (x * x).mean(-1)
-    return bool(((ms < 1e2 * EPS) & (x.abs().amax(-1) > 0)).any())
+    x32 = np.float32
+    return _shows(c, lambda x: x.astype(x32) / (np.sqrt(_rms_ms(x)) + x32(EPS)),
+                  lambda x: x.astype(x32) * (x32(1) / np.sqrt(_rms_ms(x) + x32(EPS))), _rms_exact, "transcendental")
 
 
 @rms_norm_rows.mutant(kind="precision: eps outside the square root", bug="x / (sqrt(mean(x^2)) + eps)",
-                      trigger="a nonzero row whose mean square is near eps or below", triggered=_tiny_rows)
+                      trigger="its float32 program off where the correct one is not (_shows: a row whose mean square "
+                              "is near eps or below)", triggered=_tiny_rows)
 @triton.jit
 def rms_norm_eps_outside(x_ptr, out_ptr, n, stride_m, stride_n, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -107,13 +181,34 @@ def layer_norm_rows(x_ptr, out_ptr, n, stride_m, stride_n, eps, BLOCK: tl.conste
     tl.store(out_ptr + row * n + cols, (d * tl.rsqrt(var + eps)).to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def _ln_exact(x: np.ndarray) -> np.ndarray:
+    d = x - x.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + LN_EPS)
+
+
+def _ln_two_pass(x: np.ndarray) -> np.ndarray:
+    """layer_norm_rows's float program: statistics in float32, two passes."""
+    x = x.astype(np.float32)
+    n = np.float32(x.shape[-1])
+    d = x - _row_sum(x) / n
+    return d * (np.float32(1) / np.sqrt(_row_sum(d * d) / n + np.float32(LN_EPS)))
+
+
+def _ln_one_pass(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32)
+    n = np.float32(x.shape[-1])
+    mean = _row_sum(x) / n
+    var = _row_sum(x * x) / n - mean * mean
+    return (x - mean) * (np.float32(1) / np.sqrt(var + np.float32(LN_EPS)))
+
+
 def _offset_rows(c: Any) -> bool:
-    x = _torch(c, "x").double()
-    return bool(((x.mean(-1).abs() > 8 * x.std(-1, unbiased=False).nan_to_num(0)) & (x.shape[-1] > 1)).any())
+    return _shows(c, _ln_one_pass, _ln_two_pass, _ln_exact, "transcendental")
 
 
 @layer_norm_rows.mutant(kind="precision: one-pass variance", bug="var = E[x^2] - E[x]^2, unclamped, under rsqrt",
-                        trigger="a row whose mean is large against its spread", triggered=_offset_rows)
+                        trigger="its float32 program off where the correct one is not (_shows: a row whose mean is "
+                                "large against its spread)", triggered=_offset_rows)
 @triton.jit
 def layer_norm_one_pass_var(x_ptr, out_ptr, n, stride_m, stride_n, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -143,15 +238,21 @@ def layer_norm_fp16(x_ptr, out_ptr, n, stride_m, stride_n, eps, BLOCK: tl.conste
     tl.store(out_ptr + row * n + cols, (d * tl.rsqrt(var + eps)).to(tl.float16), mask=mask)
 
 
+def _ln_fp16_stats(x: np.ndarray) -> np.ndarray:
+    x16 = np.float16
+    n = x16(x.shape[-1])
+    d = (x - _row_sum(x) / n).astype(x16)
+    var = _row_sum(d * d) / n
+    return (d.astype(np.float32) * (np.float32(1) / np.sqrt(var.astype(np.float32) + np.float32(LN_EPS)))).astype(x16)
+
+
 def _fp16_stats_hurt(c: Any) -> bool:
-    x = _torch(c, "x").double()
-    if not torch.isfinite(x).all():
-        return False
-    return bool((x.abs().sum(-1) > 2048).any() or ((x - x.mean(-1, keepdim=True)) ** 2).sum(-1).max() > 2048)
+    return _shows(c, _ln_fp16_stats, lambda x: _ln_two_pass(x).astype(np.float16), _ln_exact, "transcendental")
 
 
 @layer_norm_fp16.mutant(kind="precision: float16 statistics", bug="mean and variance summed in float16",
-                        trigger="a row whose sums outgrow float16's precision or range", triggered=_fp16_stats_hurt)
+                        trigger="its float16 program off where the correct one is not (_shows: row sums that outgrow "
+                                "float16's precision or range)", triggered=_fp16_stats_hurt)
 @triton.jit
 def layer_norm_fp16_stats(x_ptr, out_ptr, n, stride_m, stride_n, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -184,17 +285,23 @@ def rev_cumsum(x_ptr, out_ptr, n, stride_m, stride_n, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * n + back, s.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def _suffix_sums(x: np.ndarray, dt: Any = None) -> np.ndarray:
+    return np.flip(np.cumsum(np.flip(x, -1), -1, dtype=dt), -1)
+
+
+def _total_minus_prefix(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32)
+    return _row_sum(x) - np.cumsum(x, -1, dtype=np.float32) + x
+
+
 def _suffix_cancels(c: Any) -> bool:
-    x = _torch(c, "x").double()
-    if x.shape[-1] < 2 or not torch.isfinite(x).all():
-        return False
-    suffix = torch.flip(torch.cumsum(torch.flip(x, [1]), 1), [1])
-    total = x.abs().sum(-1, keepdim=True)
-    return bool((suffix.abs() * 1e3 < total).any())
+    return _shows(c, _total_minus_prefix, lambda x: _suffix_sums(x.astype(np.float32), np.float32), _suffix_sums,
+                  "reduce")
 
 
 @rev_cumsum.mutant(kind="precision: cancellation", bug="out = total - prefix + x",
-                   trigger="a suffix sum small against the row's total", triggered=_suffix_cancels)
+                   trigger="its float32 program off where the correct one is not (_shows: a suffix small against the "
+                           "row's total)", triggered=_suffix_cancels)
 @triton.jit
 def rev_cumsum_total_minus_prefix(x_ptr, out_ptr, n, stride_m, stride_n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -233,8 +340,23 @@ def exprel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, y, mask=mask)
 
 
-@exprel.mutant(kind="precision: cancelling difference", bug="(exp(x) - 1) / x", trigger="0 < |x| < 1e-3",
-               triggered=lambda c: bool(((_torch(c, "x").abs() < 1e-3) & (_torch(c, "x") != 0)).any()))
+def _exprel_exact(x: np.ndarray) -> np.ndarray:
+    return np.where(x == 0, 1.0, np.expm1(x) / np.where(x == 0, 1.0, x))
+
+
+def _exprel_kahan(x: np.ndarray) -> np.ndarray:
+    u = np.exp(x.astype(np.float32))
+    return np.where(u == 1, np.float32(1), (u - np.float32(1)) / np.log(u))
+
+
+def _exprel_difference(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float32)
+    return np.where(x == 0, np.float32(1), (np.exp(x) - np.float32(1)) / x)
+
+
+@exprel.mutant(kind="precision: cancelling difference", bug="(exp(x) - 1) / x",
+               trigger="its float32 program off where the correct one is not (_shows: 0 < |x| below ~1e-3)",
+               triggered=lambda c: _shows(c, _exprel_difference, _exprel_kahan, _exprel_exact, "transcendental"))
 @triton.jit
 def exprel_difference(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -42,6 +42,11 @@ ROW_KINDS = ("row of -inf", "row of -inf", "row with one +inf", "row of +inf and
 NEAR = "near a constant"
 #: a value class of the boundary plan: a normal draw of scale 2^-8 to 2^-6
 SMALL = "small"
+#: a structure, and a value class of the boundary plan, of float tensors: every value a common offset plus noise a
+#: few to a few thousand ulps of it wide (`offset_values`): activations after a bias, timestamps, probabilities near
+#: 1; where statistics cancel (a variance as E[x^2] - E[x]^2, a sum of differences taken as a difference of sums)
+#: and normalisations divide by a spread that is small against the values; one of eight to twelve structures
+OFFSET = "offset"
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,8 @@ def structure(kind: str, x: np.ndarray, seed: int, dt: DType, spec: Values) -> n
         steps = np.array([0.0, 2.0**-9, -2.0**-9, 2.0**-6, -2.0**-6])
         x = x.copy()
         x[at] = levels[np.arange(at.size) // steps.size % levels.size] * (1 + steps[np.arange(at.size) % steps.size])
+    elif kind == OFFSET:
+        x = offset_values(x, rng, dt, spec)
     elif kind == "shifted":
         x = x + rng.choice([-8.0, -1.5, 1.5, 8.0])
     elif kind == "negative":
@@ -189,6 +196,24 @@ def structure(kind: str, x: np.ndarray, seed: int, dt: DType, spec: Values) -> n
     lo = -np.inf if spec.min_value is None else spec.min_value
     hi = np.inf if spec.max_value is None else spec.max_value
     return np.clip(x, lo, hi)
+
+
+def offset_values(x: np.ndarray, rng: np.random.Generator, dt: DType, spec: Values) -> np.ndarray:
+    """`OFFSET`: c + c * 2^-j * z, z the dense values `x` scaled to at most 1 in magnitude; c of magnitude 1 to 8192
+    (inside the bounds where `spec` has them), j from a third of the dtype's mantissa bits (at least 4) to all of
+    them less one: a third or more of the precision lost to the offset (float32: a relative spread of 2^-7 down to
+    a few ulps; float16: 2^-4 to 2^-9)."""
+    lo = -8192.0 if spec.min_value is None else max(spec.min_value, -8192.0)
+    hi = 8192.0 if spec.max_value is None else min(spec.max_value, 8192.0)
+    if spec.min_value is None and spec.max_value is None:
+        c = float(rng.choice([-1.0, 1.0]) * 2.0 ** rng.integers(0, 13) * rng.uniform(1.0, 2.0))
+    else:
+        c = float(rng.uniform(lo, hi)) if hi > lo else lo
+    finite = np.isfinite(x)
+    top = float(np.abs(x[finite]).max()) if finite.any() else 0.0
+    z = np.where(finite, x, 0.0) / top if top > 0 else np.zeros_like(x)
+    bits = int(round(-math.log2(dt.eps)))  # the mantissa's
+    return c + abs(c) * 2.0 ** -float(rng.integers(max(4, bits // 3), max(bits, 5))) * z
 
 
 def to_carrier(x: np.ndarray, dt: DType) -> np.ndarray:
@@ -235,20 +260,23 @@ SPECIAL_CLASSES = {"special": ("nan", "inf", "-inf", "-0.0"), "tiny": ("subnorma
 
 
 def forms(by_row: bool) -> tuple[str, ...]:
-    """The structures a float tensor's values are drawn from (see `STRUCTURES`, `INFINITE_ROWS`, `NEAR`)."""
-    out = STRUCTURES + (INFINITE_ROWS,) * 2 if by_row else STRUCTURES
+    """The structures a float tensor's values are drawn from (see `STRUCTURES`, `OFFSET`, `INFINITE_ROWS`, `NEAR`)."""
+    out = STRUCTURES + (OFFSET,) + ((INFINITE_ROWS,) * 2 if by_row else ())
     return out + (NEAR,) * 2 if hints.levels() else out
 
 
 def value_class(drawn: tuple[str, ...]) -> str:
     """The class of a tensor's values in a boundary plan: an infinite row (of each `ROW_KINDS`), special
     values, tiny values, extremes, a structure (shifted, negative, constant, sparse), small values (a
-    normal draw of scale 2^-8 to 2^-6: rows whose mean square is tiny, where eps matters) or ordinary."""
+    normal draw of scale 2^-8 to 2^-6: rows whose mean square is tiny, where eps matters), values around an
+    offset (`OFFSET`) or ordinary."""
     for d in drawn:
         if d in ROW_KINDS:
             return d
     if NEAR in drawn:
         return NEAR
+    if OFFSET in drawn:
+        return OFFSET
     for name, kinds in SPECIAL_CLASSES.items():
         if any(d in kinds for d in drawn):
             return name
@@ -268,6 +296,7 @@ def _classes(dt: DType, spec: Values, rows: np.ndarray | None, dists: tuple[str,
             out.append(Klass(name, members))
     if dt.is_float:
         out.append(Klass("structured", tuple(("structured", d, f) for f in STRUCTURES[3:] for d in dists)))
+        out.append(Klass(OFFSET, tuple((OFFSET, d, "") for d in dists)))
         if rows is not None:
             for k in dict.fromkeys(row_kinds(dt, spec)):
                 out.append(Klass(k, tuple((k, d, "") for d in dists)))
@@ -286,7 +315,8 @@ def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray 
         scale = int(what) if cls == SMALL else steer.FREE
         plan: list = [dists.index(dist), steer.FREE] + ([scale] if dist == "normal" else [])
         if dt.is_float:
-            form = {"structured": what, NEAR: NEAR}.get(cls, INFINITE_ROWS if cls in ROW_KINDS else "dense")
+            form = {"structured": what, NEAR: NEAR, OFFSET: OFFSET}.get(
+                cls, INFINITE_ROWS if cls in ROW_KINDS else "dense")
             plan.append(forms(bool(by_row)).index(form))
         kinds = tuple(spec.kinds(dt))
         if kinds:

@@ -253,3 +253,12 @@ def test_the_dataflow_scale_unmeasured_passes_with_a_caveat_that_says_so():
     assert not v.failed, v
     kinds = [k for k, _ in v.notes]
     assert "dataflow scale, unmeasured" in kinds, v.notes
+
+
+def test_a_numerically_unstable_case_gets_a_verified_reproducer(tmp_path):
+    # the reproducer judges the elements the measured scale decided by the strict tolerance (its dataflow scale
+    # would call them equal), so it shows the divergence in a fresh process and is written
+    check = S.offset_split.__tdiff_checks__[0]
+    r = tdiff.Runner(OPTS.with_(isolation="none", repro_dir=tmp_path)).run_check(check)
+    assert r.status == "failed" and "numerically unstable" in r.report(), r.report()
+    assert list(tmp_path.rglob("repro.py")), r.report()

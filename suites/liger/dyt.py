@@ -99,7 +99,9 @@ tdiff.check(
     dims={"N": tst.sides(1, 300)},
     x=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
     dy=tst.tensors(like="x", values=_MODERATE),
-    alpha=tst.tensors(shape=(1,), like="x"),
+    # |alpha| <= 4 (DyT's alpha is a learnt scale, initialised at 0.5): with dy and gamma moderate, 1 - tanh^2's
+    # float32 cancellation (liger 21, `backward_saturated` below) stays within what rounding the inputs allows
+    alpha=tst.tensors(shape=(1,), like="x", values=tst.values(-4, 4)),
     gamma=tst.tensors(shape=("N",), like="x", values=_MODERATE),
     beta=tst.tensors(shape=("N",), like="x"), have_beta=[True, False],
 )(lib._dyt_bwd_kernel)

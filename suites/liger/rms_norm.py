@@ -126,7 +126,9 @@ def launch_bwd(kernel, dY, X, W, offset, casting_mode, in_place):
     n_rows, n_cols = dY.shape
     BLOCK_SIZE, num_warps = calculate_settings(n_cols)
     RSTD = _rstd(X, mode)
-    sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 1
+    # on a CPU, an H100's 132 SMs: the programs each stride over a share of the row blocks as on the GPU (one program
+    # striding over all 2048 of them costs the interpreter half a minute per case)
+    sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 132
     _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device) if affine else None
     rows_per_program = math.ceil(n_rows / sm_count)
     dX = dY if in_place else torch.zeros_like(dY)
@@ -249,7 +251,9 @@ def launch_block_bwd(kernel, dY, X, W, offset, casting_mode, in_place, any_rows=
     BLOCK_SIZE, num_warps = calculate_settings(n_cols)
     assert BLOCK_SIZE <= 256 and (any_rows or n_rows >= 4096 * 8)
     RSTD = _rstd(X, mode)
-    sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 1
+    # on a CPU, an H100's 132 SMs: the programs each stride over a share of the row blocks as on the GPU (one program
+    # striding over all 2048 of them costs the interpreter half a minute per case)
+    sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count if X.device.type == "cuda" else 132
     _dW = torch.empty((sm_count, n_cols), dtype=torch.float32, device=W.device) if affine else None
     dX = dY if in_place else torch.zeros_like(dY)
     kernel[(sm_count,)](dY, dY.stride(0), dX, dX.stride(0), X, X.stride(0), torch_to_triton_dtype[X.dtype], W,

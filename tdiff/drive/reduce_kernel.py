@@ -1,0 +1,245 @@
+"""Kernel reduction of a divergence (after its case is shrunk): the oracle that judges a candidate kernel on
+the case, and the reduction run under the time budget (`record.reduce` holds the candidates and the loop).
+
+A candidate is kept only if the case, judged again with it in place of the kernel, gives the same verdict
+(label, kind, targets and pair of backends: a kernel bug that turns into a crash, or another output
+diverging, is rejected) on the same outputs (each kernel-side backend's diverging targets bit for bit, or
+for an error the same kind of error). Where the verdict involves the compiled backend and it cannot run here
+(no GPU), only the interpreter side is checked (its outputs bit for bit) and the candidate must still compile
+to PTX; the report says the compiled verdict was not rechecked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core import kernels
+from ..core.backend_spec import BackendSpec, label_kind
+from ..core.case import Case
+from ..core.outcome import Outcome
+from ..execute.workers import InProcess
+from ..judge.evidence import Evidence
+from ..judge.targets import view
+from ..judge.verdict import Verdict
+from ..record.reduce import Reduction, collect, reduce, unified_diff
+from ..record.reduce.build import ReducedRef, build
+from ..record.results import CheckResult
+from .case_judge import CaseJudge, HangBudgetSpent, SetupError
+
+#: verdicts not reduced: a run that may not repeat, or a crash or hang each candidate would pay for again
+_NOT_REDUCED = ("nondeterministic",)
+#: a candidate's runs may take this many times the original's (at least MIN_TIMEOUT s) before it is dropped
+TIMEOUT_FACTOR, MIN_TIMEOUT = 10.0, 2.0
+#: the architecture a candidate compiles for where the compiled verdict cannot be rechecked (an H100)
+PTX_ARCH = 90
+
+
+@dataclass
+class CandidateJudge(CaseJudge):
+    """A case judge whose jobs run a candidate kernel: the check itself in this process, else a reference
+    that rebuilds it in the worker."""
+
+    candidate: Any = None
+
+    def target(self) -> Any:
+        return self.candidate
+
+
+@dataclass
+class KernelReduction:
+    """A reduced kernel: the check carrying it, its final verdict and evidence on the case (None where the
+    compiled verdict could not be rechecked here), the loop's record and the diff against the original."""
+
+    check: Any
+    verdict: Verdict | None
+    evidence: Evidence | None
+    reduction: Reduction
+    diff: str
+    compiled_unchecked: bool = False
+
+    def describe(self) -> str:
+        r = self.reduction
+        text = (f"kernel reduced from {r.before} to {r.after} lines in {r.seconds:.1f} s ({r.kept} of {r.tried} "
+                f"candidates kept")
+        if r.out_of_time:
+            text += "; stopped at the time budget"
+        if self.compiled_unchecked:
+            text += ("; the compiled verdict was not rechecked here (no GPU): the reduced kernel gives the same "
+                     "interpreter outputs and compiles to PTX")
+        return text + ")"
+
+
+def _same(got: Verdict, want: Verdict) -> bool:
+    return (got.label == want.label and got.kind == want.kind and tuple(got.targets) == tuple(want.targets)
+            and tuple(got.pair or ()) == tuple(want.pair or ()))
+
+
+def _kernel_side(label: str) -> bool:
+    return label_kind(label, unprimed=True) != "reference"
+
+
+def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case, targets: tuple[str, ...]) -> bool:
+    """Each kernel-side outcome of `want` (by label) has its twin in `got` with the same `targets`, bit for bit
+    (the same kind of error where it failed)."""
+    for label, w in want.items():
+        if not _kernel_side(label):
+            continue
+        g = got.get(label)
+        if g is None or (g.error is None) != (w.error is None):
+            return False
+        if w.error is not None:
+            if g.error.kind != w.error.kind or g.error.message.split(":")[0] != w.error.message.split(":")[0]:
+                return False
+            continue
+        gv, wv = view(g, case), view(w, case)
+        for t in targets:
+            a, b = gv.targets.get(t), wv.targets.get(t)
+            if (a is None) != (b is None):
+                return False
+            if a is not None and (a.raw.shape != b.raw.shape or a.raw.dtype != b.raw.dtype
+                                  or not np.array_equal(a.raw.view(np.uint8), b.raw.view(np.uint8))):
+                return False
+    return True
+
+
+def constexpr_values(kernel: Any, ev: Evidence) -> dict[str, Any]:
+    """The values the case's launches gave the kernel's constexpr parameters, where every launch gave the
+    same literal (autotune configs and heuristics included: they reach the kernel as arguments)."""
+    jit = kernels.jit_function(kernel)
+    names = kernels.arg_names(jit)
+    wanted = set(kernels.constexpr_names(jit))
+    seen: dict[str, set] = {}
+    launches = [rec for o in ev.outcomes.values() for rec in o.launches if rec.kernel == jit.fn.__name__]
+    for rec in launches:
+        given = {**{names[i]: a for i, a in enumerate(rec.args) if i < len(names)}, **rec.kwargs}
+        for name in wanted:
+            a = given.get(name)
+            value: Any = _literal(a) if a is not None else _default(jit, name)
+            seen.setdefault(name, set()).add(value)
+    return {n: next(iter(v)) for n, v in seen.items() if len(v) == 1 and next(iter(v)) is not _NO}
+
+
+_NO = object()
+
+
+def _literal(a: dict) -> Any:
+    if a.get("kind") == "scalar" and isinstance(a.get("value"), (bool, int, str, type(None))):
+        return a["value"]
+    if a.get("kind") == "float":
+        return float.fromhex(a["value"])
+    return _NO
+
+
+def _default(jit: Any, name: str) -> Any:
+    p = kernels.signature(jit.fn).parameters[name]
+    d = p.default
+    return d if isinstance(d, (bool, int, float, str, type(None))) and d is not p.empty else _NO
+
+
+class Oracle:
+    """Whether a candidate kernel (its functions' sources) fails the case as the original did."""
+
+    def __init__(self, judge: CaseJudge, case: Case, want: Verdict, base: dict[str, Outcome], timeout: float,
+                 interpreter_only: bool = False) -> None:
+        self.judge, self.case, self.want, self.base = judge, case, want, base
+        self.functions = collect(judge.check.kernel)
+        self.timeout = timeout
+        self.interpreter_only = interpreter_only
+        self.scratch = CheckResult(judge.check.id, judge.check.item_name, judge.opinions.specs)
+
+    def candidate(self, sources: dict[str, str]) -> CandidateJudge:
+        check = dataclasses.replace(self.judge.check, kernel=build(self.judge.check.kernel, sources,
+                                                                   self.functions))
+        target = check if isinstance(self.judge.executor, InProcess) else \
+            ReducedRef(self.judge.check.ref(), tuple(sources.items()))
+        cj = CandidateJudge(self.judge.executor, check, self.judge.opinions, self.judge.options, self.scratch,
+                            candidate=target)
+        cj.timeouts.base = self.timeout
+        return cj
+
+    def __call__(self, sources: dict[str, str]) -> bool:
+        try:
+            cj = self.candidate(sources)
+        except Exception:  # noqa: BLE001 - it does not even build (a name it needs was deleted, ...)
+            return False
+        if self.interpreter_only:
+            return self.interpreter_side(cj)
+        try:
+            got, ev = cj.verdict(self.case)
+        except (SetupError, HangBudgetSpent):
+            return False
+        return _same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.want.targets)
+
+    def interpreter_side(self, cj: CandidateJudge) -> bool:
+        """The interpreter's outputs bit for bit, and a compile to PTX (the compiled verdict is not rechecked)."""
+        try:
+            outs = cj.run(self.case, [cj.spec("interpreter")])
+        except HangBudgetSpent:
+            return False
+        if not same_outputs({"interpreter": outs[0]}, self.base, self.case, self.want.targets):
+            return False
+        return compiles(cj.check, self.case)
+
+
+def compiles(check: Any, case: Case) -> bool:
+    """Whether every launch of the case compiles for `sm_90` here (no GPU needed)."""
+    from ..execute.stages.localizer import StageUnsupported, capture_jobs
+
+    try:
+        return bool(capture_jobs(check, case, BackendSpec("compiled"), PTX_ARCH))
+    except (StageUnsupported, Exception):  # noqa: BLE001 - it does not compile
+        return False
+
+
+def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
+                  budget: float) -> KernelReduction | str:
+    """The kernel reduced on `case` while it fails as `verdict` says, within `budget` seconds; or why not (a
+    sentence)."""
+    t0 = time.perf_counter()
+    if verdict.label in _NOT_REDUCED:
+        return f"a {verdict.label} verdict may not repeat on every run"
+    if any(o.error is not None and o.error.kind in ("timeout", "crash") for o in ev.outcomes.values()):
+        return "each candidate would run into the crash or hang again"
+    compiled = any(label_kind(s, unprimed=True) == "compiled" for s in (verdict.pair or ()))
+    interpreter_only = compiled and "compiled" not in judge.opinions.kinds
+    slowest = max([o.seconds for o in ev.outcomes.values()] or [0.0])
+    timeout = min(judge.timeouts.current(), max(MIN_TIMEOUT, TIMEOUT_FACTOR * slowest))
+    try:
+        functions = collect(judge.check.kernel)
+    except (OSError, TypeError, ValueError, SyntaxError) as exc:
+        return f"its source cannot be read ({type(exc).__name__}: {exc})"
+    original = {k: f.source for k, f in functions.items()}
+    # the original kernel, judged as each candidate will be: what the candidates must match
+    cj = Oracle(judge, case, verdict, {}, timeout, interpreter_only).candidate(original)
+    if interpreter_only:
+        base = {"interpreter": cj.run(case, [cj.spec("interpreter")])[0]}
+        want = verdict
+    else:
+        want, again = cj.verdict(case)
+        base = again.outcomes
+        if not (want.failed and want.kind == verdict.kind):
+            return f"judged again, the case gives {want.label}, not {verdict.label}"
+    oracle = Oracle(judge, case, want, base, timeout, interpreter_only)
+    values = constexpr_values(judge.check.kernel, ev)
+    first = next(iter(functions))
+    spent = time.perf_counter() - t0
+    red = reduce(functions, oracle, max(0.0, budget - spent), {first: values}, estimate=spent / 2)
+    red.seconds += spent
+    if red.errors:
+        return f"tdiff's oracle failed: {red.errors[0]}"
+    if not red.reduced:
+        return (f"no smaller kernel fails the same way ({red.tried} candidates in {red.seconds:.1f} s"
+                + ("; stopped at the time budget" if red.out_of_time else "") + ")")
+    best = oracle.candidate(red.sources)
+    diff = unified_diff(functions, red.sources)
+    if interpreter_only:
+        return KernelReduction(best.check, None, None, red, diff, compiled_unchecked=True)
+    final, final_ev = best.verdict(case, final=True)
+    if not _same(final, verdict):
+        return f"the reduced kernel's final verdict is {final.label}, not {verdict.label}: the whole kernel is kept"
+    return KernelReduction(best.check, final, final_ev, red, diff)

@@ -64,6 +64,8 @@ class RunOptions:
     repro_dir: Path | None = Path(RUN_DIR, "repro")
     replay: bool = True  # replay corpus entries before drawing new cases
     shrink_budget: float = 60.0
+    # seconds spent reducing the kernel of a divergence (its shrunk case) for the reproducer; 0: off
+    reduce_budget: float = 30.0
     verdict: bool = True
     sample_threshold: int = 64  # grids with more programs than this are sampled by the interpreter
     # ... when it runs programs one by one; in batches (the default), grids up to this many run whole

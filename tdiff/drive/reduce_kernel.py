@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core import kernels
+from ..core import dtypes, kernels
 from ..core.backend_spec import BackendSpec, label_kind
 from ..core.case import Case
 from ..core.outcome import Outcome
@@ -83,9 +83,10 @@ def _kernel_side(label: str) -> bool:
     return label_kind(label, unprimed=True) != "reference"
 
 
-def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case, targets: tuple[str, ...]) -> bool:
-    """Each kernel-side outcome of `want` (by label) has its twin in `got` with the same `targets`, bit for bit
-    (the same kind of error where it failed)."""
+def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case,
+                 targets: tuple[str, ...] | None) -> bool:
+    """Each kernel-side outcome of `want` (by label) has its twin in `got` with the same `targets` (None: every
+    target), bit for bit (the same kind of error where it failed)."""
     for label, w in want.items():
         if not _kernel_side(label):
             continue
@@ -97,7 +98,7 @@ def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case, 
                 return False
             continue
         gv, wv = view(g, case), view(w, case)
-        for t in targets:
+        for t in (sorted(set(gv.targets) | set(wv.targets)) if targets is None else targets):
             a, b = gv.targets.get(t), wv.targets.get(t)
             if (a is None) != (b is None):
                 return False
@@ -141,8 +142,24 @@ def _default(jit: Any, name: str) -> Any:
     return d if isinstance(d, (bool, int, float, str, type(None))) and d is not p.empty else _NO
 
 
+def varied(case: Case, seed: int = 0) -> Case | None:
+    """The case with the values of its floating-point tensors drawn again, uniform in [-1, 1) (other inputs
+    kept); None if it has none. A candidate must compute on it what the original computes: shrinking zeroed
+    most of the case's values, and a kernel that drops the code those values make irrelevant would still
+    match the original there."""
+    rng = np.random.default_rng(seed)
+    changed = {}
+    for name, arg in case.tensors().items():
+        dt = dtypes.dtype(arg.dtype)
+        if dt.is_float and arg.numel:
+            drawn = rng.uniform(-1.0, 1.0, size=arg.shape)
+            changed[name] = arg.with_values(dtypes.from_float64(drawn, dt).reshape(arg.shape))
+    return Case({**case.inputs, **changed}, case.config, case.dims) if changed else None
+
+
 class Oracle:
-    """Whether a candidate kernel (its functions' sources) fails the case as the original did."""
+    """Whether a candidate kernel (its functions' sources) fails the case as the original did, and computes
+    what the original computes on the guard cases (`varied`)."""
 
     def __init__(self, judge: CaseJudge, case: Case, want: Verdict, base: dict[str, Outcome], timeout: float,
                  interpreter_only: bool = False) -> None:
@@ -151,6 +168,25 @@ class Oracle:
         self.timeout = timeout
         self.interpreter_only = interpreter_only
         self.scratch = CheckResult(judge.check.id, judge.check.item_name, judge.opinions.specs)
+        self.guards: list[tuple[Case, dict[str, Outcome]]] = []
+
+    def kernel_specs(self, cj: CaseJudge) -> list[BackendSpec]:
+        """The opinions that run the kernel (not the reference; only the interpreter where the compiled
+        backend cannot run here)."""
+        if self.interpreter_only:
+            return [cj.spec("interpreter")]
+        return [cj.spec(s) for s in self.judge.opinions.backends if _kernel_side(cj.spec(s).label)]
+
+    def outputs(self, cj: CaseJudge, case: Case) -> dict[str, Outcome]:
+        specs = self.kernel_specs(cj)
+        return {f"{s.label}#{i}": o for i, (s, o) in enumerate(zip(specs, cj.run(case, specs)))}
+
+    def guard(self, case: Case) -> None:
+        """Also require the original kernel's outputs on `case`."""
+        self.guards.append((case, self.outputs(self.candidate({}), case)))
+
+    def same_on_guards(self, cj: CaseJudge) -> bool:
+        return all(same_outputs(self.outputs(cj, case), outs, case, None) for case, outs in self.guards)
 
     def candidate(self, sources: dict[str, str]) -> CandidateJudge:
         check = dataclasses.replace(self.judge.check, kernel=build(self.judge.check.kernel, sources,
@@ -167,23 +203,16 @@ class Oracle:
             cj = self.candidate(sources)
         except Exception:  # noqa: BLE001 - it does not even build (a name it needs was deleted, ...)
             return False
-        if self.interpreter_only:
-            return self.interpreter_side(cj)
         try:
+            if not self.same_on_guards(cj):
+                return False
+            if self.interpreter_only:  # the interpreter's outputs, and a compile (the compiled verdict unchecked)
+                return same_outputs(self.outputs(cj, self.case), self.base, self.case, self.want.targets) \
+                    and compiles(cj.check, self.case)
             got, ev = cj.verdict(self.case)
         except (SetupError, HangBudgetSpent):
             return False
         return _same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.want.targets)
-
-    def interpreter_side(self, cj: CandidateJudge) -> bool:
-        """The interpreter's outputs bit for bit, and a compile to PTX (the compiled verdict is not rechecked)."""
-        try:
-            outs = cj.run(self.case, [cj.spec("interpreter")])
-        except HangBudgetSpent:
-            return False
-        if not same_outputs({"interpreter": outs[0]}, self.base, self.case, self.want.targets):
-            return False
-        return compiles(cj.check, self.case)
 
 
 def compiles(check: Any, case: Case) -> bool:
@@ -215,16 +244,19 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return f"its source cannot be read ({type(exc).__name__}: {exc})"
     original = {k: f.source for k, f in functions.items()}
     # the original kernel, judged as each candidate will be: what the candidates must match
-    cj = Oracle(judge, case, verdict, {}, timeout, interpreter_only).candidate(original)
+    probe = Oracle(judge, case, verdict, {}, timeout, interpreter_only)
+    cj = probe.candidate(original)
     if interpreter_only:
-        base = {"interpreter": cj.run(case, [cj.spec("interpreter")])[0]}
-        want = verdict
+        want, base = verdict, probe.outputs(cj, case)
     else:
         want, again = cj.verdict(case)
         base = again.outcomes
         if not (want.failed and want.kind == verdict.kind):
             return f"judged again, the case gives {want.label}, not {verdict.label}"
     oracle = Oracle(judge, case, want, base, timeout, interpreter_only)
+    guard = varied(case)
+    if guard is not None:
+        oracle.guard(guard)
     values = constexpr_values(judge.check.kernel, ev)
     first = next(iter(functions))
     spent = time.perf_counter() - t0

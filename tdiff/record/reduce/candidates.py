@@ -303,9 +303,9 @@ def expressions(t: Text) -> list[Edit]:
             continue
         a, b = t.span(node)
         for child in _operands(node):
-            text = t.segment(child)
+            text, atom = t.segment(child), _atom(child)
             out.append(Edit(f"line {node.lineno}: `{_short(t.segment(node))}` -> `{_short(text)}`",
-                            lambda a=a, b=b, text=text, atom=_atom(child): _operand(t, a, b, text, atom)))
+                            lambda a=a, b=b, text=text, atom=atom: _operand(t, a, b, text, atom)))
         condition = isinstance(node, (ast.Compare, ast.BoolOp)) or \
             isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
         if condition:

@@ -4,9 +4,12 @@ the case, and the reduction run under the time budget (`record.reduce` holds the
 A candidate is kept only if the case, judged again with it in place of the kernel, gives the same verdict
 (label, kind, targets and pair of backends: a kernel bug that turns into a crash, or another output
 diverging, is rejected) on the same outputs (each kernel-side backend's diverging targets bit for bit, or
-for an error the same kind of error). Where the verdict involves the compiled backend and it cannot run here
-(no GPU), only the interpreter side is checked (its outputs bit for bit) and the candidate must still compile
-to PTX; the report says the compiled verdict was not rechecked.
+for an error the same kind of error), and computes what the original computes on a guard case (the shrunk
+case with fresh values: shrinking zeroed most of them). Where the verdict involves the compiled backend and
+it cannot run here (no GPU), the case must be judged as the original is by the opinions that run here (an
+interpreter-side finding such as a race may not appear), with the interpreter's outputs on the verdict's
+targets bit for bit, and the candidate must still compile to PTX; the report says the compiled verdict was
+not rechecked.
 """
 
 from __future__ import annotations
@@ -162,8 +165,9 @@ class Oracle:
     what the original computes on the guard cases (`varied`)."""
 
     def __init__(self, judge: CaseJudge, case: Case, want: Verdict, base: dict[str, Outcome], timeout: float,
-                 interpreter_only: bool = False) -> None:
+                 interpreter_only: bool = False, targets: tuple[str, ...] | None = None) -> None:
         self.judge, self.case, self.want, self.base = judge, case, want, base
+        self.targets = want.targets if targets is None else targets  # the outputs compared bit for bit
         self.functions = collect(judge.check.kernel)
         self.timeout = timeout
         self.interpreter_only = interpreter_only
@@ -173,8 +177,6 @@ class Oracle:
     def kernel_specs(self, cj: CaseJudge) -> list[BackendSpec]:
         """The opinions that run the kernel (not the reference; only the interpreter where the compiled
         backend cannot run here)."""
-        if self.interpreter_only:
-            return [cj.spec("interpreter")]
         return [cj.spec(s) for s in self.judge.opinions.backends if _kernel_side(cj.spec(s).label)]
 
     def outputs(self, cj: CaseJudge, case: Case) -> dict[str, Outcome]:
@@ -206,13 +208,13 @@ class Oracle:
         try:
             if not self.same_on_guards(cj):
                 return False
-            if self.interpreter_only:  # the interpreter's outputs, and a compile (the compiled verdict unchecked)
-                return same_outputs(self.outputs(cj, self.case), self.base, self.case, self.want.targets) \
-                    and compiles(cj.check, self.case)
             got, ev = cj.verdict(self.case)
         except (SetupError, HangBudgetSpent):
             return False
-        return _same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.want.targets)
+        if not (_same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.targets)):
+            return False
+        # where the compiled verdict cannot be rechecked: the case judged here as before, and a compile
+        return not self.interpreter_only or compiles(cj.check, self.case)
 
 
 def compiles(check: Any, case: Case) -> bool:
@@ -244,16 +246,12 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return f"its source cannot be read ({type(exc).__name__}: {exc})"
     original = {k: f.source for k, f in functions.items()}
     # the original kernel, judged as each candidate will be: what the candidates must match
-    probe = Oracle(judge, case, verdict, {}, timeout, interpreter_only)
-    cj = probe.candidate(original)
-    if interpreter_only:
-        want, base = verdict, probe.outputs(cj, case)
-    else:
-        want, again = cj.verdict(case)
-        base = again.outcomes
-        if not (want.failed and want.kind == verdict.kind):
-            return f"judged again, the case gives {want.label}, not {verdict.label}"
-    oracle = Oracle(judge, case, want, base, timeout, interpreter_only)
+    cj = Oracle(judge, case, verdict, {}, timeout, interpreter_only).candidate(original)
+    want, again = cj.verdict(case)  # (without a GPU and with a compiled verdict: the opinions that run here)
+    base = again.outcomes
+    if not interpreter_only and not (want.failed and want.kind == verdict.kind):
+        return f"judged again, the case gives {want.label}, not {verdict.label}"
+    oracle = Oracle(judge, case, want, base, timeout, interpreter_only, verdict.targets)
     guard = varied(case)
     if guard is not None:
         oracle.guard(guard)

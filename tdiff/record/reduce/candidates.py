@@ -316,15 +316,27 @@ def expressions(t: Text) -> list[Edit]:
 
 
 def _operand(t: Text, a: int, b: int, text: str, atom: bool) -> str:
-    """`text` in place of the span, in parentheses only where they change what the code means."""
-    bare = t.splice(a, b, text)
-    if atom:
-        return bare
+    """`text` in place of the span, in parentheses only where they change what the code means (those around
+    the span too: `a * (b + c)` -> `a * b`)."""
     wrapped = t.splice(a, b, f"({text})")
     try:
-        return bare if ast.dump(ast.parse(bare)) == ast.dump(ast.parse(wrapped)) else wrapped
+        meaning = ast.dump(ast.parse(wrapped))
     except SyntaxError:
         return wrapped
+    bare = t.splice(a, b, text)
+    if t.src[a - 1:a] == "(" and t.src[b:b + 1] == ")" and (a < 2 or not (t.src[a - 2].isalnum() or
+                                                                          t.src[a - 2] in "_)]")):
+        outer = t.splice(a - 1, b + 1, text)  # (not the parentheses of a call)
+        if _same_meaning(outer, meaning):
+            return outer
+    return bare if atom or _same_meaning(bare, meaning) else wrapped
+
+
+def _same_meaning(src: str, meaning: str) -> bool:
+    try:
+        return ast.dump(ast.parse(src)) == meaning
+    except SyntaxError:
+        return False
 
 
 def _short(text: str, n: int = 40) -> str:

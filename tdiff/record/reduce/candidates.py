@@ -2,10 +2,10 @@
 keeps its formatting and comments). Each pass lists its edits in the order to try them; an edit is
 applied lazily and may give text that does not parse (the loop then skips it).
 
-Passes, in order: constexpr specialisation (a constexpr parameter's uses replaced by the case's value),
-statement deletion (ddmin over each block: halves, quarters, ... single statements), compound statements
-replaced by a branch or by one iteration of their loop, loops cut to one iteration, keyword arguments
-dropped, expressions replaced by one of their operands or a condition by a constant.
+Passes, in order: comment lines dropped, constexpr specialisation (a constexpr parameter's uses replaced by
+the case's value), compound statements replaced by a branch or by one iteration of their loop, statement
+deletion (ddmin over each block: halves, quarters, ... single statements), loops cut to one iteration,
+keyword arguments dropped, expressions replaced by one of their operands or a condition by a constant.
 """
 
 from __future__ import annotations
@@ -348,8 +348,8 @@ def _short(text: str, n: int = 40) -> str:
 PASSES: list[tuple[str, Callable[..., list[Edit]]]] = [
     ("cleanup", cleanup),
     ("specialise", specialise),
+    ("compound", compounds),  # (first: specialised constexprs leave `if True:` / `if False:`)
     ("delete", deletions),
-    ("compound", compounds),
     ("loop", one_iteration),
     ("keyword", keywords),
     ("expression", expressions),

@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import hashlib
 import linecache
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,10 @@ def function(fn: Function, src: str, bound: dict[str, Any]) -> Any:
     linecache.cache[path] = (len(src), None, src.splitlines(keepends=True), path)
     namespace = dict(fn.jit.fn.__globals__)
     namespace.update(bound)
-    exec(compile(src, path, "exec"), namespace)  # noqa: S102 - the kernel's own (reduced) source
+    with warnings.catch_warnings():  # (a candidate such as `2[:, None]` warns, then fails: no noise)
+        warnings.simplefilter("ignore", SyntaxWarning)
+        code = compile(src, path, "exec")
+    exec(code, namespace)  # noqa: S102 - the kernel's own (reduced) source
     made = namespace[fn.name]
     made.__qualname__ = fn.jit.fn.__qualname__
     return _jit(fn.jit, made)

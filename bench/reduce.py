@@ -74,12 +74,13 @@ def corpus_rows(budget: float, only: list[str], save: Path | None) -> list[dict]
             rows.append(_row(name, "corpus", note=f"the entry does not fail here ({verdict.label})"))
             continue
         got = reduce_kernel(judge, case, verdict, ev, budget)
-        rows.append(_finish(name, "corpus", verdict, got, check, case, save, time.perf_counter() - t0))
+        dry = runner.dry_launch(check, case) if not any(o.launches for o in ev.outcomes.values()) else None
+        rows.append(_finish(name, "corpus", verdict, got, check, case, save, time.perf_counter() - t0, dry))
     return rows
 
 
 def _finish(name: str, kind: str, verdict: Verdict, got: object, check: object, case: object, save: Path | None,
-            wall: float) -> dict:
+            wall: float, dry: object = None) -> dict:
     if isinstance(got, str):
         return _row(name, kind, verdict=verdict.label, note=f"not reduced: {got}", wall=wall)
     r = got.reduction  # type: ignore[attr-defined]
@@ -91,7 +92,7 @@ def _finish(name: str, kind: str, verdict: Verdict, got: object, check: object, 
         with tempfile.TemporaryDirectory() as tmp:
             try:
                 repro.write(Path(tmp) / "r", got.check, case, got.verdict, got.evidence,  # type: ignore[attr-defined]
-                            reduced=got.describe() + "\n\n" + got.diff)  # type: ignore[attr-defined]
+                            dry=dry, reduced=got.describe() + "\n\n" + got.diff)  # type: ignore[attr-defined]
                 row["repro"] = "verified"
             except Exception as exc:  # noqa: BLE001
                 row["repro"] = f"not kept: {type(exc).__name__}: {str(exc)[:120]}"

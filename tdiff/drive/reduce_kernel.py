@@ -240,6 +240,8 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return f"a {verdict.label} verdict may not repeat on every run"
     if any(o.error is not None and o.error.kind in ("timeout", "crash") for o in ev.outcomes.values()):
         return "each candidate would run into the crash or hang again"
+    if not any(o.launches for o in ev.outcomes.values()):
+        return "no kernel was launched: the divergence is in `launch`, before the kernel runs"
     compiled = any(label_kind(s, unprimed=True) == "compiled" for s in (verdict.pair or ()))
     interpreter_only = compiled and "compiled" not in judge.opinions.kinds
     slowest = max([o.seconds for o in ev.outcomes.values()] or [0.0])

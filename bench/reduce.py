@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# run as a script, this folder is sys.path[0], where bench.py would shadow the `bench` package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
 import tdiff  # noqa: E402

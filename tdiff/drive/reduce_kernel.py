@@ -31,6 +31,7 @@ from ..judge.targets import view
 from ..judge.verdict import Verdict
 from ..record.reduce import Reduction, collect, reduce, unified_diff
 from ..record.reduce.build import ReducedRef, build
+from ..record.repro import REPRODUCIBLE
 from ..record.results import CheckResult
 from .case_judge import CaseJudge, HangBudgetSpent, SetupError
 
@@ -240,6 +241,8 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return f"a {verdict.label} verdict may not repeat on every run"
     if any(o.error is not None and o.error.kind in ("timeout", "crash") for o in ev.outcomes.values()):
         return "each candidate would run into the crash or hang again"
+    if verdict.kind not in REPRODUCIBLE:
+        return f"no reproducer replays a divergence of this kind ({verdict.label})"
     if not any(o.launches for o in ev.outcomes.values()):
         return "no kernel was launched: the divergence is in `launch`, before the kernel runs"
     compiled = any(label_kind(s, unprimed=True) == "compiled" for s in (verdict.pair or ()))

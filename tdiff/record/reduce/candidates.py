@@ -266,8 +266,10 @@ def keywords(t: Text) -> list[Edit]:
 def _operands(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
-    if isinstance(node, ast.UnaryOp):
-        return [node.operand]
+    if isinstance(node, ast.UnaryOp):  # (not `-1.0` -> `1.0`, `-float("inf")` -> `float("inf")`: no simpler)
+        literal = isinstance(node.operand, ast.Constant) or isinstance(node.operand, ast.Call) and \
+            isinstance(node.operand.func, ast.Name) and node.operand.func.id == "float"
+        return [] if literal else [node.operand]
     if isinstance(node, ast.BoolOp):
         return list(node.values)
     if isinstance(node, ast.IfExp):

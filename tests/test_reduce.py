@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 
 import tdiff
 from tdiff import options as options_mod
+from tdiff.core import kernels
 from tdiff.core.case import Case
 from tdiff.core.settings import RunOptions
 from tdiff.declaration import checks_of
@@ -20,6 +22,8 @@ from tdiff.drive.runner import Runner
 from tdiff.judge.verdict import Verdict
 from tdiff.record.reduce import candidates, code_lines, collect
 from tdiff.record.reduce import ddmin as ddmin_mod
+from tdiff.record.reduce.build import DroppingJIT
+from tdiff.record.reduce.build import build as build_kernel
 from tdiff.strategies import tensor_arg
 from tests import reduce_kernels as R
 
@@ -79,8 +83,15 @@ def test_reproducer_carries_the_reduced_kernel_and_its_diff(tmp_path):
     assert div.kernel_reduced.startswith("kernel reduced from 62 to")
     text = Path(div.repro_path).read_text()
     kernel = text[text.index("@triton.jit\ndef fused_rows"):text.index("KERNELS = ")]
-    assert BUG in kernel and "HAS_BIAS:" in kernel and "if HAS_BIAS" not in kernel and "_gelu" not in kernel
+    assert BUG in kernel and "HAS_BIAS" not in kernel and "_gelu" not in kernel
     assert code_lines(kernel) - 1 <= 62 / 4  # (the decorator line)
+    # the parameters the reduced body no longer reads are gone from its `def` and from the launch it replays
+    signature = kernel[kernel.index("def fused_rows("):kernel.index("):")]
+    for gone in ("b_ptr", "res_ptr", "stats_ptr", "HAS_BIAS", "STORE_STATS", "ACTIVATION"):
+        assert gone not in signature, signature
+    launches = text[text.index("LAUNCHES = "):]
+    launches = launches[:launches.index("\n")]
+    assert "HAS_BIAS" not in launches and "STORE_STATS" not in launches, launches
     assert "# --- fused_rows (original)" in text and "# -            if HAS_BIAS:" in text
     # shrinking zeroed most values: the guard case (fresh values) keeps the reduced kernel computing what the
     # original computes, so the loads of x and the product stay
@@ -246,3 +257,70 @@ def test_reduce_budget_option():
     assert build(reduce_budget="0").reduce_budget == 0.0
     with pytest.raises(ValueError, match="reduce-budget"):
         build(reduce_budget="-1")
+
+
+def test_unused_parameters_are_dropped_and_read_ones_kept():
+    src = ("def k(\n"
+           "    x_ptr,\n"
+           "    stride,  # unused\n"
+           "    out_ptr,\n"
+           "    n,\n"
+           "    FLAG: tl.constexpr,\n"
+           "    BLOCK: tl.constexpr = 16,\n"
+           "):\n"
+           "    n = n + 1\n"
+           "    tl.store(out_ptr, tl.load(x_ptr) + n)\n")
+    made = {e.what: e.make() for e in candidates.edits("parameters", src, {})}
+    assert set(made) == {"unused parameters stride, FLAG, BLOCK dropped", "unused parameter stride dropped",
+                         "unused parameter FLAG dropped", "unused parameter BLOCK dropped"}
+    assert made["unused parameters stride, FLAG, BLOCK dropped"].startswith(
+        "def k(\n    x_ptr,\n    out_ptr,\n    n,\n):\n")
+    assert "    FLAG: tl.constexpr,\n):" in made["unused parameter BLOCK dropped"]
+    one_line = "def k(a, b, c: tl.constexpr, d=3):\n    tl.store(a, 1)\n"
+    assert candidates.edits("parameters", one_line, {})[0].make() == "def k(a):\n    tl.store(a, 1)\n"
+    for text in made.values():
+        compile(text, "<candidate>", "exec")
+
+
+def test_a_kernel_without_its_unused_parameters_takes_the_original_launch():
+    # the launch (user code) passes every original argument; the rebuilt kernel drops those it lost
+    functions = collect(R.fused_rows)
+    key = next(iter(functions))
+    src = functions[key].source
+    kept = ("x_ptr", "w_ptr", "out_ptr", "stride_x", "stride_out", "n_cols", "scale", "HAS_BIAS", "HAS_RESIDUAL",
+            "ACTIVATION", "STORE_STATS", "ONE_TILE", "BLOCK")
+    fewer = src.replace("b_ptr, res_ptr, ", "").replace("stats_ptr, ", "")
+    assert fewer != src
+    built = build_kernel(R.fused_rows, {key: fewer}, functions)
+    assert isinstance(built, DroppingJIT) and tuple(kernels.arg_names(built)) == kept
+    assert built.dropped == {"b_ptr", "res_ptr", "stats_ptr"}
+    judge = _judge(R.fused_rows)
+    case = _rows_case()
+    verdict, ev = judge.verdict(case)
+    oracle = rk.Oracle(judge, case, verdict, ev.outcomes, timeout=30)
+    interpreter = [judge.spec("interpreter")]
+    want = oracle.candidate({}).run(case, interpreter)[0]
+    got = oracle.candidate({key: fewer}).run(case, interpreter)[0]
+    assert got.error is None and rk.same_outputs({"i": got}, {"i": want}, case, None)
+    # what the launch records (the reproducer's launch) is the reduced kernel's, with its own arguments
+    assert len(want.launches[0].args) + len(want.launches[0].kwargs) == 16
+    assert len(got.launches[0].args) + len(got.launches[0].kwargs) == 13
+    assert oracle({key: fewer})
+    # a parameter the body reads cannot go: the candidate fails and the oracle rejects it
+    broken = src.replace("w_ptr, b_ptr", "b_ptr")
+    assert oracle.candidate({key: broken}).run(case, interpreter)[0].error is not None
+    assert not oracle({key: broken})
+
+
+def test_an_expected_failure_is_not_reduced_in_a_pytest_run(tmp_path):
+    check = checks_of(R.fused_rows)[0]
+    xfail = dataclasses.replace(check, marks=(pytest.mark.xfail(strict=True, reason="a known finding"),))
+    assert xfail.expects_failure()
+    opts = RunOptions(profile="ci", corpus_dir=None, repro_dir=tmp_path / "out", isolation="none")
+    div = Runner(opts).run_check(xfail).divergences[0]
+    assert div.kernel_reduced.startswith("the check expects this failure (xfail)"), div.kernel_reduced
+    assert "kernel not reduced: the check expects this failure" in div.report
+    assert div.repro_path is not None and "(original)" not in Path(div.repro_path).read_text()
+    # `tdiff replay` (reduce_expected) reduces it
+    again = Runner(opts.with_(repro_dir=tmp_path / "again", reduce_expected=True)).run_check(xfail).divergences[0]
+    assert again.kernel_reduced.startswith("kernel reduced from 62 to"), again.kernel_reduced

@@ -9,11 +9,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import inspect
 import linecache
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
@@ -31,13 +33,42 @@ def filename(name: str, src: str) -> str:
     return f"<tdiff-reduced {name} {hashlib.sha1(src.encode()).hexdigest()[:10]}>"
 
 
+class DroppingJIT(JITFunction):
+    """A reduced kernel that lost parameters its body no longer reads: launched as the original is (its
+    launch, autotune configs and heuristics still pass every original argument), it drops the arguments of
+    the parameters it lost and launches with the rest, so what runs, and what a launch records (the
+    reproducer's launches), is the reduced kernel with its own arguments."""
+
+    def __init__(self, fn: Any, original: list[str], **opts: Any) -> None:
+        super().__init__(fn, **opts)
+        self.original_names = list(original)
+        self.dropped = frozenset(original) - set(kernels.arg_names(self))
+
+    def without_dropped(self, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        if len(args) > len(self.original_names):
+            raise TypeError(f"{self.fn.__name__} takes {len(self.original_names)} arguments, not {len(args)}")
+        kept = tuple(a for name, a in zip(self.original_names, args) if name not in self.dropped)
+        return kept, {k: v for k, v in kwargs.items() if k not in self.dropped}
+
+    def run(self, *args: Any, grid: Any, warmup: bool = False, **kwargs: Any) -> Any:
+        args, kwargs = self.without_dropped(args, kwargs)
+        return JITFunction.run(self, *args, grid=grid, warmup=warmup, **kwargs)  # (the routed run, if any)
+
+
 def _jit(original: Any, fn: Any) -> Any:
     if isinstance(original, InterpretedFunction):
         return InterpretedFunction(fn, **getattr(original, "kwargs", {}))
     opts = {k: getattr(original, k) for k in _JIT_OPTIONS if getattr(original, k, None) is not None}
     if getattr(original, "_repr", None) is not None:
         opts["repr"] = original._repr
-    return JITFunction(fn, **opts)
+    names, now = kernels.arg_names(original), list(inspect.signature(fn).parameters)
+    if names == now:
+        return JITFunction(fn, **opts)
+    for key in ("do_not_specialize", "do_not_specialize_on_alignment"):  # (indices name the original's order)
+        if key in opts:
+            named = [names[i] if isinstance(i, int) else i for i in opts[key]]
+            opts[key] = [n for n in named if n in now]
+    return DroppingJIT(fn, names, **opts)
 
 
 def function(fn: Function, src: str, bound: dict[str, Any]) -> Any:
@@ -83,7 +114,13 @@ def build(kernel: Any, sources: dict[str, str], functions: dict[str, Function] |
         made[key] = function(fn, sources.get(key, fn.source), bound)
         return made[key]
 
-    return rewrap(kernel, make(next(iter(functions))))
+    leaf = make(next(iter(functions)))
+    if isinstance(leaf, DroppingJIT) and any(not isinstance(layer, (Autotuner, Heuristics))
+                                             for layer in kernels.layers(kernel)[0]):
+        # (a wrapper such as FlagGems' LibEntry may relaunch with the arguments it recorded: not rewritten)
+        raise ValueError("parameters are dropped only from kernels launched directly or through autotune / "
+                         "heuristics")
+    return rewrap(kernel, leaf)
 
 
 def _calls_changed(fn: Function, sources: dict[str, str], functions: dict[str, Function],

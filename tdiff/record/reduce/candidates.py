@@ -4,7 +4,8 @@ applied lazily and may give text that does not parse (the loop then skips it).
 
 Passes, in order: comment lines dropped, constexpr specialisation (a constexpr parameter's uses replaced by
 the case's value), compound statements replaced by a branch or by one iteration of their loop, statement
-deletion (ddmin over each block: halves, quarters, ... single statements), loops cut to one iteration,
+deletion (ddmin over each block: halves, quarters, ... single statements), the kernel's unused parameters
+dropped, loops cut to one iteration,
 keyword arguments dropped, expressions replaced by one of their operands or a condition by a constant.
 """
 
@@ -263,6 +264,65 @@ def keywords(t: Text) -> list[Edit]:
     return out
 
 
+def unused_parameters(t: Text) -> list[Edit]:
+    """Parameters the body no longer reads dropped from the `def` (all at once first, then each): the kernel's
+    launches still pass them, and the rebuilt kernel drops them from each launch (`build`)."""
+    fn = _function(t.tree)
+    args = fn.args
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        return []
+    read = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    read |= {n.id for node in fn.body for n in ast.walk(node) if isinstance(n, ast.Name)}
+    defaults = dict(zip([a.arg for a in args.args[len(args.args) - len(args.defaults):]], args.defaults))
+    unused = [a for a in args.args if a.arg not in read]
+    if not unused:
+        return []
+
+    def make(chosen: list[ast.arg]) -> Callable[[], str]:
+        return lambda: _drop_parameters(t, fn, chosen, defaults)
+
+    out = []
+    if len(unused) > 1:
+        out.append(Edit(f"unused parameters {', '.join(a.arg for a in unused)} dropped", make(unused)))
+    out += [Edit(f"unused parameter {a.arg} dropped", make([a])) for a in unused]
+    return out
+
+
+def _drop_parameters(t: Text, fn: ast.FunctionDef, chosen: list[ast.arg], defaults: dict[str, ast.expr]) -> str:
+    """The `def` with the `chosen` parameters (each with its annotation, default and the comma after it) cut
+    out; lines of the signature left empty go."""
+    src = t.src
+    header_end = t.span(fn.body[0])[0] if fn.body else len(src)
+    spans = []
+    for a in chosen:
+        start, end = t.span(a)
+        if a.arg in defaults:
+            end = t.span(defaults[a.arg])[1]
+        j = end
+        while j < header_end and src[j] in " \t":
+            j += 1
+        if j < header_end and src[j] == ",":
+            end = j + 1
+            while end < header_end and src[end] in " \t":
+                end += 1
+        line_start = src.rfind("\n", 0, start) + 1
+        if end < header_end and src[end] == "#" and not src[line_start:start].strip():
+            end = src.find("\n", end)  # (the parameter's line, its comment with it)
+        spans.append((start, end))
+    for start, end in sorted(spans, reverse=True):
+        src = src[:start] + src[end:]
+    # lines of the signature that held only a parameter go
+    lines = src.splitlines(keepends=True)
+    last = fn.body[0].lineno - 1 if fn.body else len(lines)
+    header = [line.rstrip() + "\n" for i, line in enumerate(lines[:last]) if i == 0 or line.strip()]
+    closing = re.compile(r"^\s*\).*:\s*(#.*)?$")
+    if len(header) > 1 and closing.match(header[-1]) and not closing.match(t.lines[last - 1]):
+        # (the parameters that shared the closing line are gone: `)` goes back to the line before, as it was)
+        header[-2:] = [header[-2].rstrip().rstrip(",") + header[-1].strip() + "\n"]
+    text = "".join(header)  # (`(a, )` -> `(a)`, `(, )` -> `()`)
+    return re.sub(r"\(\s*,\s*\)", "()", re.sub(r",[ \t]*\)", ")", text)) + "".join(lines[last:])
+
+
 def _operands(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
@@ -352,6 +412,7 @@ PASSES: list[tuple[str, Callable[..., list[Edit]]]] = [
     ("specialise", specialise),
     ("compound", compounds),  # (first: specialised constexprs leave `if True:` / `if False:`)
     ("delete", deletions),
+    ("parameters", unused_parameters),  # (the kernel's own only: its launches are rewritten by `build`)
     ("loop", one_iteration),
     ("keyword", keywords),
     ("expression", expressions),

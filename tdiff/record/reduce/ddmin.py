@@ -61,6 +61,7 @@ def reduce(functions: dict[str, Function], oracle: Oracle, budget: float,
     best = {k: f.source for k, f in functions.items()}
     red = Reduction(dict(best), total_lines(best, functions), total_lines(best, functions))
     seen: set[int] = set()
+    first = next(iter(functions))
     slowest = [estimate]
 
     def judge(cand: dict[str, str]) -> bool | None:
@@ -83,8 +84,8 @@ def reduce(functions: dict[str, Function], oracle: Oracle, budget: float,
         progress = False
         for pass_name, _fn in candidates.PASSES:
             for key in used(best, functions):
-                if key not in used(best, functions):
-                    continue
+                if key not in used(best, functions) or pass_name == "parameters" and key != first:
+                    continue  # (a device function's parameters: its call sites would need rewriting too)
                 edits = candidates.edits(pass_name, best[key], (constexprs or {}).get(key, {}))
                 i = 0
                 while i < len(edits):

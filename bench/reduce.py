@@ -174,6 +174,20 @@ def table(rows: list[dict], budget: float) -> str:
     return "\n".join(out)
 
 
+def summary(rows: list[dict]) -> str:
+    """How many entries reduced to at most a quarter of their lines (the issue's acceptance: 80% of the findings
+    and planted bugs), counted over every entry that fails here (one not reduced counts as not reduced), and
+    the lines before and after over the reduced ones."""
+    failing = [r for r in rows if r.get("verdict")]
+    quarter = [r for r in failing if "before" in r and 4 * r["after"] <= r["before"]]
+    reduced = [r for r in failing if "before" in r]
+    before, after = sum(r["before"] for r in reduced), sum(r["after"] for r in reduced)
+    share = len(quarter) / len(failing) if failing else 0.0
+    return (f"{len(quarter)} of {len(failing)} entries that fail here ({share:.0%}) reduced to at most a quarter "
+            f"of their lines; {len(reduced)} reduced at all ({before} code lines before, {after} after); "
+            f"{len(rows) - len(failing)} entries do not fail here (not counted)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget", type=float, default=30.0)
@@ -189,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += corpus_rows(args.budget, args.only, args.save)
     if not args.no_mutants:
         rows += mutant_rows(args.budget, args.only, args.save)
-    text = table(rows, args.budget)
+    text = table(rows, args.budget) + "\n\n" + summary(rows)
     print(text)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))

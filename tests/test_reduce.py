@@ -92,6 +92,7 @@ def test_reproducer_carries_the_reduced_kernel_and_its_diff(tmp_path):
     launches = text[text.index("LAUNCHES = "):]
     launches = launches[:launches.index("\n")]
     assert "HAS_BIAS" not in launches and "STORE_STATS" not in launches, launches
+    assert "(--live is not available" in text  # (the module's kernel takes the original's arguments)
     assert "# --- fused_rows (original)" in text and "# -            if HAS_BIAS:" in text
     # shrinking zeroed most values: the guard case (fresh values) keeps the reduced kernel computing what the
     # original computes, so the loads of x and the product stay
@@ -324,3 +325,20 @@ def test_an_expected_failure_is_not_reduced_in_a_pytest_run(tmp_path):
     # `tdiff replay` (reduce_expected) reduces it
     again = Runner(opts.with_(repro_dir=tmp_path / "again", reduce_expected=True)).run_check(xfail).divergences[0]
     assert again.kernel_reduced.startswith("kernel reduced from 62 to"), again.kernel_reduced
+
+
+def test_a_name_bound_once_to_another_is_replaced_by_it():
+    src = ("def k(x_ptr, out_ptr):\n"
+           "    base = x_ptr\n"
+           "    acc = 0.0\n"
+           "    for i in range(2):\n"
+           "        acc += tl.load(base + i)\n"
+           "    eps = -1e-6\n"
+           "    tl.store(out_ptr, acc + eps)\n")
+    made = {e.what: e.make() for e in candidates.edits("alias", src, {})}
+    # `acc` is rebound (`+=`): never replaced by its first value
+    assert set(made) == {"line 2: `base` replaced by `x_ptr`", "line 6: `eps` replaced by `(-1e-6)`"}
+    assert made["line 2: `base` replaced by `x_ptr`"] == src.replace("    base = x_ptr\n", "").replace("base + i",
+                                                                                                  "x_ptr + i")
+    assert "    tl.store(out_ptr, acc + (-1e-6))\n" in made["line 6: `eps` replaced by `(-1e-6)`"]
+    assert "eps" not in made["line 6: `eps` replaced by `(-1e-6)`"]

@@ -4,9 +4,9 @@ applied lazily and may give text that does not parse (the loop then skips it).
 
 Passes, in order: comment lines dropped, constexpr specialisation (a constexpr parameter's uses replaced by
 the case's value), compound statements replaced by a branch or by one iteration of their loop, statement
-deletion (ddmin over each block: halves, quarters, ... single statements), the kernel's unused parameters
-dropped, loops cut to one iteration,
-keyword arguments dropped, expressions replaced by one of their operands or a condition by a constant.
+deletion (ddmin over each block: halves, quarters, ... single statements), a name bound once to another name
+or a constant replaced by it, the kernel's unused parameters dropped, loops cut to one iteration, keyword
+arguments dropped, expressions replaced by one of their operands or a condition by a constant.
 """
 
 from __future__ import annotations
@@ -264,6 +264,44 @@ def keywords(t: Text) -> list[Edit]:
     return out
 
 
+def aliases(t: Text) -> list[Edit]:
+    """A name bound once to another name or a constant (`x_base = X_ptr`, `X_pow1 = X_row`, `eps = 1e-6`) replaced
+    by it where it is read, its assignment dropped (the oracle judges each: a name rebound in a loop may not be
+    the same value)."""
+    fn = _function(t.tree)
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    stores: dict[str, int] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            stores[node.target.id] = stores.get(node.target.id, 0) + 2
+    out = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        simple = isinstance(value, (ast.Name, ast.Constant)) or isinstance(value, ast.UnaryOp) and \
+            isinstance(value.operand, ast.Constant)
+        if not simple or name in params or stores.get(name) != 1 or not t.alone(node, node) or \
+                isinstance(value, ast.Name) and value.id == name or "\n" in t.segment(value):
+            continue
+        reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id == name]
+        text = t.segment(value) if not isinstance(value, ast.UnaryOp) else f"({t.segment(value)})"  # (`-1 ** 2`)
+        out.append(Edit(f"line {node.lineno}: `{name}` replaced by `{_short(text)}`",
+                        lambda node=node, reads=reads, text=text: _inline(t, node, reads, text)))
+    return out
+
+
+def _inline(t: Text, node: ast.stmt, reads: list[ast.Name], text: str) -> str:
+    src = t.src
+    for a, b in sorted((t.span(n) for n in reads), reverse=True):
+        src = src[:a] + text + src[b:]
+    lines = src.splitlines(keepends=True)  # (the value has no newline: the assignment's lines are where they were)
+    first, last = node.lineno, node.end_lineno
+    return "".join(lines[:first - 1] + lines[last:])  # type: ignore[index]
+
+
 def unused_parameters(t: Text) -> list[Edit]:
     """Parameters the body no longer reads dropped from the `def` (all at once first, then each): the kernel's
     launches still pass them, and the rebuilt kernel drops them from each launch (`build`)."""
@@ -412,6 +450,7 @@ PASSES: list[tuple[str, Callable[..., list[Edit]]]] = [
     ("specialise", specialise),
     ("compound", compounds),  # (first: specialised constexprs leave `if True:` / `if False:`)
     ("delete", deletions),
+    ("alias", aliases),
     ("parameters", unused_parameters),  # (the kernel's own only: its launches are rewritten by `build`)
     ("loop", one_iteration),
     ("keyword", keywords),

@@ -216,6 +216,8 @@ def _live_entry(jit: Any) -> list | None:
     imported from]; None for a kernel no import reaches (defined in a function or in __main__)."""
     fn = jit.fn
     module, qualname = fn.__module__, fn.__qualname__
+    if getattr(jit, "dropped", None):  # (a reduced kernel without some parameters: its launches fit no other)
+        return None
     if "<locals>" in qualname or module == "__main__" or module not in sys.modules:
         return None
     path = getattr(sys.modules[module], "__file__", None)

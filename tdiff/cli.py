@@ -35,9 +35,10 @@ def replay(args: argparse.Namespace) -> int:
     from .drive.runner import Runner
 
     given = {"backends": args.backends, "isolation": args.isolation, "timeout": args.timeout,
-             "repro-dir": args.repro_dir or "none", "corpus": "none"}  # (nothing else: the defaults of pytest --tdiff)
+             "repro-dir": args.repro_dir or "none", "corpus": "none",
+             "reduce-budget": args.reduce_budget}  # (nothing else: the defaults of pytest --tdiff)
     try:
-        opts = options_mod.build(given.get, Path.cwd()).with_(shrink_budget=0)
+        opts = options_mod.build(given.get, Path.cwd()).with_(shrink_budget=0, reduce_expected=True)
     except ValueError as exc:
         print(f"tdiff replay: {exc}")
         return 2
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("replay", help="replay corpus entries (a corpus folder, a kernel's folder or one entry)")
     p.add_argument("paths", nargs="+")
     # (pytest's --tdiff-NAME options, without the prefix: the same table, choices, defaults and checks)
-    options_mod.add_arguments(p, ("backends", "isolation", "timeout"))
+    options_mod.add_arguments(p, ("backends", "isolation", "timeout", "reduce-budget"))
     p.add_argument("--repro-dir", default=None, help="write reproducers of entries that still fail here "
                    "(default: none)")
     p.set_defaults(func=replay)

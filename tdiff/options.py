@@ -117,6 +117,9 @@ OPTIONS: tuple[Option, ...] = (
            "are stopped by a watchdog on the main thread)", "process", "isolation", choices=("process", "none")),
     Option("shrink-budget", float, "seconds tdiff spends shrinking a divergence", "60", "shrink_budget", minimum=0,
            unit="seconds"),
+    Option("reduce-budget", float, "seconds tdiff spends reducing a divergence's kernel (statements, branches, "
+           "constexprs) for its reproducer, on the shrunk case; 0: off", "30", "reduce_budget", minimum=0,
+           zero="off", unit="seconds"),
     Option("compile-budget", float, "compile seconds a check may spend on new combinations of specialization "
            "classes it has compiled before (new classes are always compiled); past it, such cases run without "
            "the compiled backend", "30", "compile_budget", minimum=0, zero="no limit", unit="seconds"),

@@ -67,6 +67,12 @@ class RunOptions:
     repro_dir: Path | None = Path(RUN_DIR, "repro")
     replay: bool = True  # replay corpus entries before drawing new cases
     shrink_budget: float = 60.0
+    # seconds spent reducing the kernel of a divergence (its shrunk case) for the reproducer; 0: off
+    reduce_budget: float = 30.0
+    # ... also for a check that expects its failure (an xfail: a known finding), where a reproducer is written
+    # for it; off in pytest runs (a known finding's reduction costs the run its budget and tells nothing new),
+    # on in `tdiff replay`, which a user runs to get one finding's reproducer
+    reduce_expected: bool = False
     verdict: bool = True
     sample_threshold: int = 64  # grids with more programs than this are sampled by the interpreter
     # ... when it runs programs one by one; in batches (the default), grids up to this many run whole

@@ -36,6 +36,7 @@ from ..record.shrink import shrink
 from .case_judge import CaseJudge, HangBudgetSpent, SetupError
 from .localize import which_pass
 from .pipeline import CasePipeline, CaseRecord
+from .reduce_kernel import KernelReduction, reduce_kernel
 from .search import search
 
 __all__ = ["CheckResult", "Divergence", "Progress", "Runner", "verify", "opinions_for"]
@@ -236,6 +237,7 @@ class Runner:
             extra.append(f"reproducer: not written (the known divergence of {known}, its minimal case; "
                          f"`tdiff replay --repro-dir DIR {known}` writes one)")
         elif self.options.repro_dir is not None and write_repro:
+            reduced = self.reduce(judge, case, verdict, ev, div, extra)
             self.phase(judge.result, "writing the reproducer")
             prepare_run_dir(self.options.run_dir, self.options.repro_dir)
             folder = Path(self.options.repro_dir) / corpus_mod.case_folder(check, case)
@@ -243,8 +245,7 @@ class Runner:
                 dry = None
                 if not any(o.launches for o in ev.outcomes.values()):
                     dry = self.dry_launch(check, case)
-                div.repro_path = repro.write(folder, check, case, verdict, ev, dry=dry,
-                                             case_timeout=judge.timeouts.current())
+                div.repro_path = self.write_repro(folder, check, case, verdict, ev, dry, judge, reduced, extra)
                 extra.append(f"reproducer: {div.repro_path} (run: python {div.repro_path})")
             except Exception as exc:
                 div.repro_note = f"{type(exc).__name__}: {exc}"
@@ -268,6 +269,44 @@ class Runner:
             extra.append(f"replayed from {source}")
         div.report = render(check.id, case, verdict, ev, extra)
         return div
+
+    def reduce(self, judge: CaseJudge, case: Case, verdict: Any, ev: Any, div: Divergence,
+               extra: list[str]) -> KernelReduction | None:
+        """The kernel reduced on the shrunk case for the reproducer (`--tdiff-reduce-budget`), with a line for the
+        report saying how much, or why not; None when it is off or found nothing smaller."""
+        if self.options.reduce_budget <= 0 or judge.timeouts.spent:
+            return None
+        if judge.check.expects_failure() and not self.options.reduce_expected:
+            # (a known finding: pytest's xfail expects it; its reduction would cost every run the budget)
+            why = ("the check expects this failure (xfail): kernels of expected failures are not reduced in a "
+                   "pytest run; `tdiff replay --repro-dir DIR ENTRY` reduces it")
+            div.kernel_reduced = why
+            extra.append(f"kernel not reduced: {why}")
+            return None
+        self.phase(judge.result, "reducing the kernel")
+        try:
+            got = reduce_kernel(judge, case, verdict, ev, self.options.reduce_budget)
+        except HangBudgetSpent:
+            got = "hangs spent the check's budget"
+        except Exception as exc:  # tdiff's own failure: the reproducer carries the whole kernel, and says why
+            got = f"tdiff failed: {type(exc).__name__}: {exc}"
+        div.kernel_reduced = got if isinstance(got, str) else got.describe()
+        extra.append(f"kernel not reduced: {got}" if isinstance(got, str) else got.describe())
+        return None if isinstance(got, str) else got
+
+    def write_repro(self, folder: Path, check: Check, case: Case, verdict: Any, ev: Any, dry: Outcome | None,
+                    judge: CaseJudge, reduced: KernelReduction | None, extra: list[str]) -> Path:
+        """The reproducer, with the reduced kernel where there is one and it reproduces in a fresh process;
+        else with the whole kernel (the report says why)."""
+        if reduced is not None and reduced.verdict is not None:
+            try:
+                return repro.write(folder, reduced.check, case, reduced.verdict, reduced.evidence, dry=dry,
+                                   case_timeout=judge.timeouts.current(),
+                                   reduced=reduced.describe() + "\n\n" + reduced.diff)
+            except Exception as exc:
+                extra.append(f"the reduced kernel's reproducer was not kept ({type(exc).__name__}: {exc}): "
+                             "it carries the whole kernel")
+        return repro.write(folder, check, case, verdict, ev, dry=dry, case_timeout=judge.timeouts.current())
 
     def _replace_fuzz_entry(self, key: tuple, path: Path) -> None:
         """Keep one corpus entry per divergence a fuzz run shrinks: the newest (smallest) case's."""

@@ -28,6 +28,7 @@ class Divergence:
     pictures: list[Path] = field(default_factory=list)
     source: str = "search"  # "search" or "corpus entry <path>"
     repro_note: str = ""
+    kernel_reduced: str = ""  # what kernel reduction did for the reproducer, or why it did not
 
 
 @dataclass

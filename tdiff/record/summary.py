@@ -55,6 +55,7 @@ def record(result: Any) -> dict:
             "shrunk": d.shrink.describe() if d.shrink else None,
             "repro": str(d.repro_path) if d.repro_path else None,
             "repro_note": d.repro_note or None,
+            "kernel_reduced": d.kernel_reduced or None,
             "corpus": str(d.corpus_path) if d.corpus_path else None,
             "source": d.source,
         } for d in result.divergences],

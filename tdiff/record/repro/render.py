@@ -224,6 +224,8 @@ def _live_entry(jit: Any) -> list | None:
     imported from]; None for a kernel no import reaches (defined in a function or in __main__)."""
     fn = jit.fn
     module, qualname = fn.__module__, fn.__qualname__
+    if getattr(jit, "dropped", None):  # (a reduced kernel without some parameters: its launches fit no other)
+        return None
     if "<locals>" in qualname or module == "__main__" or module not in sys.modules:
         return None
     path = getattr(sys.modules[module], "__file__", None)
@@ -281,10 +283,16 @@ def _header(check: Any, case: Case, verdict: Verdict, kind: str, pair: tuple, si
     ]
 
 
+def _reduced_comment(reduced: str) -> str:
+    """`reduced` (what kernel reduction says, then the unified diff against the original) as comment lines."""
+    return "".join(f"# {line}".rstrip() + "\n" for line in reduced.splitlines()) + "\n"
+
+
 def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome | None = None,
-           timeout: float = 60.0) -> tuple[str, dict]:
+           timeout: float = 60.0, reduced: str = "") -> tuple[str, dict]:
     """The reproducer's text and its sidecar arrays. `dry`: an outcome recording the launches,
-    for divergences where no backend finished (a hang)."""
+    for divergences where no backend finished (a hang). `reduced`: the check's kernel is a reduced one; this
+    text (how it was reduced, and its diff against the original) goes above it, as a comment."""
     if verdict.kind not in REPRODUCIBLE or (verdict.kind == "error" and all(
             is_reference(s) for s in verdict.targets)):
         raise ReproError(f"the divergence ({verdict.label}) is in `launch`, the reference or the declaration, "
@@ -338,7 +346,8 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     if set(case_values) | {"KERNELS"} != set(library.case_names()):
         raise ReproError(f"the case's names {sorted(case_values)} are not runtime.py's case block's")
     body = "\n".join(_header(check, case, verdict, kind, pair, side, device, used, live)) + "\n" + PRELUDE
-    body += "# ------------------------------------------------------------------ kernels\n" + col.text() + "\n\n"
+    body += "# ------------------------------------------------------------------ kernels\n"
+    body += (_reduced_comment(reduced) if reduced else "") + col.text() + "\n\n"
     body += "KERNELS = {" + ", ".join(f"{n!r}: {n}" for n in kernels_by_name) + "}\n\n"
     body += "# ------------------------------------------------------------------ the case\n"
     if poisoned:

@@ -48,9 +48,10 @@ def verify(folder: Path, verdict: Verdict, timeout: float) -> None:
 
 
 def write(folder: Path, check: Any, case: Case, verdict: Verdict, ev: Evidence, validate: bool = True,
-          timeout: float = 600.0, dry: Outcome | None = None, case_timeout: float = 60.0) -> Path:
-    """Write `folder/repro.py` (and `inputs.npz`); with `validate`, keep it only if it reproduces."""
-    text, sidecar = render(check, case, verdict, ev, dry, case_timeout)
+          timeout: float = 600.0, dry: Outcome | None = None, case_timeout: float = 60.0, reduced: str = "") -> Path:
+    """Write `folder/repro.py` (and `inputs.npz`); with `validate`, keep it only if it reproduces. `reduced`: the
+    check carries a reduced kernel; a comment above it (see `render`)."""
+    text, sidecar = render(check, case, verdict, ev, dry, case_timeout, reduced)
     folder = Path(folder)
     if (folder / "repro.py").exists():  # the same case, already written (e.g. by another worker)
         return folder / "repro.py"

@@ -15,11 +15,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def run_opts(tmp_path):
-    """RunOptions writing nothing outside tmp_path, fast and derandomized."""
+    """RunOptions writing nothing outside tmp_path, fast and derandomized; no kernel reduction (tests/test_reduce.py
+    turns it on where it is what a test is about: elsewhere it would add up to its budget to every failing check)."""
     from tdiff import RunOptions
 
     return RunOptions(profile="ci", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out",
-                      isolation="none", shrink_budget=20)
+                      isolation="none", shrink_budget=20, reduce_budget=0)
 
 
 @pytest.fixture(autouse=True)

@@ -143,19 +143,25 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
 
 
 def _at_float32_limits(case: Case) -> bool:
-    """Whether the case holds floating inputs at the limits of float32's range: a finite magnitude of at least
-    sqrt(float32 max) (1.8e19), or an infinity in an input of float32's range (float32, bfloat16, float64). From such
-    inputs (1e20 squared, exp(1e20)) an overflow on the way is what float32 arithmetic, the widest kernels use, gives,
-    and stays forgiven as the range edge (no perturbation of the inputs measures it: the float64 reference does not
-    overflow). float16 inputs never get there: they reach "the limits" of their own type (sqrt(65504) = 256) as
-    ordinary values, and an overflow from them (statistics summed in float16: mean inf against 1023.5) is the
-    kernel's choice of arithmetic type, which only the measured scale may let pass."""
+    """Whether the case holds finite floating inputs at the limits of float32's range: a magnitude of at least
+    sqrt(float32 max) (1.8e19) in an input of float32's range (float32, bfloat16, float64). From such inputs (1e20
+    squared, exp(1e20)) an overflow on the way is what float32 arithmetic, the widest kernels use, gives, and stays
+    forgiven as the range edge (no perturbation of the inputs measures it: the float64 reference does not overflow).
+    Not from infinities: IEEE arithmetic on them is exact in float32 as in float64 (exp(-inf) = 0), so a NaN a kernel
+    makes of them (-inf - -inf where a block of log-probabilities is all -inf) is its own, for the measured scale to
+    judge. float16 inputs never get there: they reach "the limits" of their own type (sqrt(65504) = 256) as ordinary
+    values, and an overflow from them (statistics summed in float16: mean inf against 1023.5) is the kernel's choice
+    of arithmetic type, which only the measured scale may let pass."""
     cached = case.__dict__.get("_at_float32_limits")
     if cached is not None:
         return cached
     limit, half = math.sqrt(float(dtypes.dtype("float32").max)), float(dtypes.dtype("float16").max)
-    found = any(float(v.max()) >= limit and (bool(np.isfinite(v).all()) or float(dt.max) > half)
-                for dt, v in float_input_magnitudes(case, False))
+    found = False
+    for dt, v in float_input_magnitudes(case, False):
+        finite = v[np.isfinite(v)]
+        if finite.size and float(finite.max()) >= limit and float(dt.max) > half:
+            found = True
+            break
     case.__dict__["_at_float32_limits"] = found
     return found
 

@@ -140,6 +140,17 @@ step_real_seeds() {  # the real suites at SEEDS, with the code of WHICH (before:
     done
 }
 
+step_cpu_seeds() {  # the real suites at CPU_SEEDS as a machine without a GPU runs them (CUDA hidden: interpreter vs
+    # reference), on this machine's cores, in their own run directory; beside the GPU steps (`&`) when only verdicts matter
+    for seed in ${CPU_SEEDS:-1 2 3}; do
+        local t0=$SECONDS
+        rm -rf .tdiff-cpu
+        CUDA_VISIBLE_DEVICES= $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n ${CPU_N:-6} \
+            -p no:cacheprovider --tdiff-seed $seed -q --tdiff-run-dir .tdiff-cpu > "$OUT/cpu_seed$seed.txt" 2>&1
+        summary "real suites on CPU (CUDA hidden) seed $seed: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/cpu_seed$seed.txt")"
+    done
+}
+
 step_power_generic() {  # the planted bugs declared generically, with and without the plan, compiled path on every case
     local t0=$SECONDS only=rope_bhsd,tile_even,copy_mis,bias_exp,colsum_trans
     $PY bench/power.py --no-originals --only $only --seeds ${POWER_SEEDS:-10} --plan 0 --out "$OUT/power_generic_before.md" \

@@ -173,9 +173,12 @@ H1_FINDING = ("hidden size 1: n_cols == 1 is compiled in as a constant, so `-(1.
               "inf where the interpreter (which does not specialize) and the reference are finite (FINDINGS.md "
               "triton 14, liger 17)")
 H1 = {"H": tst.sides(1, 1)}
+# (FINDINGS.md liger 23: at hidden size 1 dX cancels; these checks, there for H1_FINDING, fail on it at some draws)
+H1_CANCELS = ("liger 23: at hidden size 1, dX = rstd * (g - x * rstd^2 * g * x) cancels to g * eps * rstd^3 from "
+              "terms far larger (numerically unstable where x^2 >> eps)")
 for name, dtypes, modes, marks in (
-        ("backward_h1", tst.FLOATS, ["llama", "gemma"], []),
-        ("backward_h1_none", ["float32", "bfloat16"], ["none"], []),
+        ("backward_h1", tst.FLOATS, ["llama", "gemma"], [pytest.mark.xfail(strict=False, reason=H1_CANCELS)]),
+        ("backward_h1_none", ["float32", "bfloat16"], ["none"], [pytest.mark.xfail(strict=False, reason=H1_CANCELS)]),
         ("backward_h1_none_fp16", ["float16"], ["none"],
          [pytest.mark.xfail(condition=torch.cuda.is_available(), strict=True, reason=H1_FINDING)])):
     tdiff.check(

@@ -91,7 +91,9 @@ def reference_bwd(dY, X, W, B):
 
 tdiff.check(
     launch=launch_bwd, reference=reference_bwd, name="backward",
-    dims={"H": tst.sides(1, 300)},
+    # hidden size >= 2: at 1, dX = rstd * (wdy - mean(wdy)) is 0 exactly and the kernel's is rounding times
+    # rstd = 1/sqrt(eps) (numerically unstable: FINDINGS.md liger 23)
+    dims={"H": tst.sides(2, 300)},
     X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=tst.FLOATS, max_numel=2048),
     dY=tst.tensors(like="X"),
     W=tst.tensors(shape=("H",), like="X"),

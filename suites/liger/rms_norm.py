@@ -272,7 +272,7 @@ MASKED_ROWS_FINDING = ("block RMSNorm backward loads rstd without other=: with r
 tdiff.check(
     launch=launch_block_bwd, reference=reference_bwd, name="backward",
     # hidden size >= 2: at 1, dX = rstd * (g - x * rstd^2 * g * x) cancels to g * eps * rstd^3 from terms far larger
-    # (numerically unstable where dY * W is large against x: FINDINGS.md, "RMSNorm backward at hidden size 1")
+    # (numerically unstable where dY * W is large against x: FINDINGS.md liger 23)
     dims={"R": st.sampled_from([4096 * 8, 4096 * 8 + 16]), "H": tst.sides(2, 48)},
     X=tst.tensors(shape=("R", "H"), dtype=["float32", "bfloat16"], max_numel=2 * 10**6),
     dY=tst.tensors(like="X"),

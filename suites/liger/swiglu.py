@@ -38,9 +38,20 @@ def reference_fwd(a, b, gate_multiplier):
 tdiff.check(
     launch=launch_fwd, reference=reference_fwd, name="forward",
     dims={"H": tst.sides(1, 300)},
-    a=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048),
+    # |a| <= 3e4: silu(2a) for larger float16 a overflows float16 before it meets b (liger 24, its own check below)
+    a=tst.tensors(shape=SHAPE, dtype=tst.FLOATS, max_numel=2048, values=tst.values(-3e4, 3e4)),
     b=tst.tensors(like="a"),
     gate_multiplier=[1.0, 0.5, 2.0],
+)(lib._swiglu_forward_kernel)
+
+SILU_CAST_FINDING = ("liger 24: c = silu(a * gate_multiplier).cast(b.dtype) * b: in float16, silu of a large a times "
+                     "a gate multiplier of 2 overflows before it meets b (inf, or NaN against b = 0) where c fits")
+tdiff.check(
+    launch=launch_fwd, reference=reference_fwd, name="forward_fp16_silu_overflow",
+    dims={"H": tst.sides(1, 8)},
+    a=tst.tensors(shape=SHAPE, dtype="float16", values=tst.values(40000, 60000, specials=False)),
+    b=tst.tensors(like="a", values=tst.values(-0.25, 0.25, specials=False)),
+    gate_multiplier=[2.0], max_examples=5, marks=[pytest.mark.xfail(strict=True, reason=SILU_CAST_FINDING)],
 )(lib._swiglu_forward_kernel)
 
 

@@ -176,7 +176,7 @@ class Oracle:
         self.functions = collect(judge.check.kernel)
         self.timeout = timeout
         self.interpreter_only = interpreter_only
-        self.scratch = CheckResult(judge.check.id, judge.check.item_name, judge.opinions.specs)
+        self.scratch = CheckResult(judge.check.id, judge.check.item_name, judge.opinions.labels)
         self.guards: list[tuple[Case, dict[str, Outcome]]] = []
 
     def kernel_specs(self, cj: CaseJudge) -> list[BackendSpec]:

@@ -30,7 +30,8 @@ def test_suite_compiled_and_interpreted_in_one_process(kernel, name, tmp_path):
                             backends=("compiled", "interpreter"))
     for r in tdiff.verify(kernel, options=opts):
         assert r.status == "passed", r.report()
-        assert r.compiles >= 1 and r.seconds.get("compiled", 0) > 0
+        # (compiled here, or loaded from Triton's cache where an earlier run on this machine compiled it)
+        assert r.compiles + r.cache_loads >= 1 and r.seconds.get("compiled", 0) > 0
 
 
 def test_out_of_bounds_gpu_write_fails_one_case_and_the_run_goes_on():

@@ -4,16 +4,15 @@ module's attribute stay as they are), each as the text of its `def`."""
 
 from __future__ import annotations
 
-import ast
 import difflib
 import inspect
-import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 from triton.runtime.jit import JITFunction
 
 from ...core import kernels
+from ..repro.inline import def_source, loaded_names
 
 
 @dataclass
@@ -33,23 +32,6 @@ def key_of(jit: Any) -> str:
     return f"{jit.fn.__module__}:{jit.fn.__qualname__}"
 
 
-def def_source(fn: Any) -> str:
-    """The text of a function from its `def` line, dedented (decorators dropped)."""
-    lines, _ = inspect.getsourcelines(fn)
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith("def "):
-            return textwrap.dedent("".join(lines[i:]))
-    raise ValueError(f"no def line in the source of {fn.__name__}")
-
-
-def _global_names(src: str) -> list[str]:
-    out: list[str] = []
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in out:
-            out.append(node.id)
-    return out
-
-
 def _own(value: Any) -> bool:
     """A user's @triton.jit function (not Triton's library)."""
     return isinstance(value, JITFunction) and not value.fn.__module__.startswith("triton.")
@@ -66,7 +48,7 @@ def collect(kernel: Any) -> dict[str, Function]:
         src = def_source(jit.fn)
         fn = out[key] = Function(key, jit.fn.__name__, jit, src)
         params = set(inspect.signature(jit.fn).parameters)
-        for name in _global_names(src):
+        for name in loaded_names(src):
             value = jit.fn.__globals__.get(name) if name not in params else None
             if _own(value):
                 fn.calls[name] = key_of(value)
@@ -91,7 +73,7 @@ def used(sources: dict[str, str], functions: dict[str, Function]) -> list[str]:
         if key in seen:
             continue
         seen.append(key)
-        names = set(_global_names(sources[key]))
+        names = set(loaded_names(sources[key]))
         todo += [k for n, k in functions[key].calls.items() if n in names]
     return [k for k in functions if k in seen]
 

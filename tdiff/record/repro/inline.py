@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover
     ConstexprFunction = ()  # type: ignore[assignment,misc]
 
 
-def _def_source(fn: Any) -> str:
+def def_source(fn: Any) -> str:
     """Source of a function from its `def` line (decorators dropped), dedented."""
     lines, _ = inspect.getsourcelines(fn)
     for i, line in enumerate(lines):
@@ -36,7 +36,8 @@ def _def_source(fn: Any) -> str:
     raise ValueError(f"no def line in the source of {fn.__name__}")
 
 
-def _names(src: str) -> list[str]:
+def loaded_names(src: str) -> list[str]:
+    """The names `src` reads, in order of first use."""
     out: list[str] = []
     for node in ast.walk(ast.parse(src)):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in out:
@@ -62,9 +63,9 @@ class Collector:
             return
         self.done.add(id(jit))
         fn = jit.fn
-        src = _def_source(fn)
+        src = def_source(fn)
         params = set(inspect.signature(fn).parameters)
-        for name in _names(src):
+        for name in loaded_names(src):
             if name in params or hasattr(builtins, name):
                 continue
             if name not in fn.__globals__:
@@ -92,7 +93,7 @@ class Collector:
         elif isinstance(value, (bool, int, float, str, type(None))):
             self._const(f"{name} = {value!r}")
         elif ConstexprFunction and isinstance(value, ConstexprFunction):
-            self.blocks.append(f"@triton.constexpr_function\n{_def_source(value.fn)}")
+            self.blocks.append(f"@triton.constexpr_function\n{def_source(value.fn)}")
         elif getattr(value, "__module__", "").startswith(("triton", "torch", "numpy")):
             mod = value.__module__
             line = f"from {mod} import {getattr(value, '__name__', name)} as {name}"
@@ -140,7 +141,7 @@ class Inliner(Collector):
             raise ReproError(f"two different @triton.jit functions named {name!r} would be inlined: "
                              "the reproducer cannot hold both")
         used: dict[str, set[str]] = {}
-        for node in ast.walk(ast.parse(_def_source(jit.fn))):
+        for node in ast.walk(ast.parse(def_source(jit.fn))):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
                 used.setdefault(node.value.id, set()).add(node.attr)
         self.attrs.append(used)

@@ -156,12 +156,7 @@ def _at_float32_limits(case: Case) -> bool:
     if cached is not None:
         return cached
     limit, half = math.sqrt(float(dtypes.dtype("float32").max)), float(dtypes.dtype("float16").max)
-    found = False
-    for dt, v in float_input_magnitudes(case, False):
-        finite = v[np.isfinite(v)]
-        if finite.size and float(finite.max()) >= limit and float(dt.max) > half:
-            found = True
-            break
+    found = any(float(v.max()) >= limit and float(dt.max) > half for dt, v in float_input_magnitudes(case, True))
     case.__dict__["_at_float32_limits"] = found
     return found
 

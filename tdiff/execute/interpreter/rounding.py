@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.base import user_line_now
+
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 #: builder methods whose floating results are rounded at random
@@ -46,8 +48,6 @@ class Rounder:
         `bf16`); returns `data`."""
         if self.samples is None:
             return data
-        from ..backends.base import user_line_now
-
         line = user_line_now()
         seen = self.samples.setdefault(line, []) if line else None
         if seen is None or len(seen) >= SAMPLE_OCCURRENCES:

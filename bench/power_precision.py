@@ -26,6 +26,8 @@ import triton.language as tl
 from bench.power_generic import _torch, generic
 from tdiff import strategies as tst
 from tdiff.core.tolerance import Tolerance
+from tdiff.execute.backends.float32_arithmetic import float32_arithmetic
+from tdiff.judge.sensitivity import ACCUMULATION
 
 #: (mutant kernel, original kernel, kind, bug, trigger, triggered(case)), as in bench/power_generic.py
 PRECISION: list[tuple[Any, Any, str, str, str, Any]] = []
@@ -52,10 +54,12 @@ def _rows(kernel, x, *extra):
 DRAWS = 4
 
 
-def _spread(reference: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _spread(reference: Any, x: np.ndarray, torch_reference: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """(the float64 reference on `x`, the largest change of it when every element of `x` moves by one rounding:
     x * (1 +- u) in float64, and one ulp at x's precision with the result rounded to it), as the judge measures
-    what the problem allows (tdiff.judge.sensitivity)."""
+    what the problem allows (tdiff.judge.sensitivity); with `torch_reference` (the check's), also its runs on the
+    moved inputs with its float64 arithmetic in float32, their distance from the float64 result times
+    `ACCUMULATION` (the judge's native runs)."""
     x64 = x.astype(np.float64)
     with np.errstate(all="ignore"):
         exact = reference(x64)
@@ -69,10 +73,15 @@ def _spread(reference: Any, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             moved = np.where(np.isfinite(moved), moved, x)
             native = reference(moved.astype(np.float64)).astype(x.dtype).astype(np.float64)
             spread = np.fmax(spread, np.abs(native - exact))
+            if torch_reference is not None:
+                with float32_arithmetic():
+                    computed = torch_reference(torch.from_numpy(moved.copy())).double().numpy()
+                d = np.where(np.isfinite(computed) | ~np.isfinite(exact), np.abs(computed - exact), 0.0)
+                spread = np.fmax(spread, ACCUMULATION * d)
     return exact, spread
 
 
-def _shows(c: Any, mutant: Any, correct: Any, reference: Any, tolerance: str) -> bool:
+def _shows(c: Any, mutant: Any, correct: Any, reference: Any, tolerance: str, torch_reference: Any = None) -> bool:
     """Whether the case can show the planted bug at the check's tolerance: some element where the mutant's float
     program (simulated in numpy in the kernel's own dtypes, as the CPU interpreter computes: `np.sum` over the
     padded block, elementwise operations rounded to the dtype) is off the float64 reference by more than the
@@ -82,7 +91,7 @@ def _shows(c: Any, mutant: Any, correct: Any, reference: Any, tolerance: str) ->
     x = _torch(c, "x").numpy()
     if not x.size:
         return False
-    exact, spread = _spread(reference, x)
+    exact, spread = _spread(reference, x, torch_reference)
     tol = Tolerance.preset(tolerance, str(x.dtype))
     with np.errstate(all="ignore"):
         def off(v: np.ndarray) -> np.ndarray:
@@ -141,7 +150,8 @@ def _rms_ms(x: np.ndarray) -> np.ndarray:
 def _tiny_rows(c: Any) -> bool:
     x32 = np.float32
     return _shows(c, lambda x: x.astype(x32) / (np.sqrt(_rms_ms(x)) + x32(EPS)),
-                  lambda x: x.astype(x32) * (x32(1) / np.sqrt(_rms_ms(x) + x32(EPS))), _rms_exact, "transcendental")
+                  lambda x: x.astype(x32) * (x32(1) / np.sqrt(_rms_ms(x) + x32(EPS))), _rms_exact, "transcendental",
+                  _rms_reference)
 
 
 @rms_norm_rows.mutant(kind="precision: eps outside the square root", bug="x / (sqrt(mean(x^2)) + eps)",
@@ -203,7 +213,7 @@ def _ln_one_pass(x: np.ndarray) -> np.ndarray:
 
 
 def _offset_rows(c: Any) -> bool:
-    return _shows(c, _ln_one_pass, _ln_two_pass, _ln_exact, "transcendental")
+    return _shows(c, _ln_one_pass, _ln_two_pass, _ln_exact, "transcendental", _ln_reference)
 
 
 @layer_norm_rows.mutant(kind="precision: one-pass variance", bug="var = E[x^2] - E[x]^2, unclamped, under rsqrt",
@@ -247,7 +257,8 @@ def _ln_fp16_stats(x: np.ndarray) -> np.ndarray:
 
 
 def _fp16_stats_hurt(c: Any) -> bool:
-    return _shows(c, _ln_fp16_stats, lambda x: _ln_two_pass(x).astype(np.float16), _ln_exact, "transcendental")
+    return _shows(c, _ln_fp16_stats, lambda x: _ln_two_pass(x).astype(np.float16), _ln_exact, "transcendental",
+                  _ln_reference)
 
 
 @layer_norm_fp16.mutant(kind="precision: float16 statistics", bug="mean and variance summed in float16",
@@ -296,7 +307,7 @@ def _total_minus_prefix(x: np.ndarray) -> np.ndarray:
 
 def _suffix_cancels(c: Any) -> bool:
     return _shows(c, _total_minus_prefix, lambda x: _suffix_sums(x.astype(np.float32), np.float32), _suffix_sums,
-                  "reduce")
+                  "reduce", _rev_reference)
 
 
 @rev_cumsum.mutant(kind="precision: cancellation", bug="out = total - prefix + x",
@@ -356,7 +367,8 @@ def _exprel_difference(x: np.ndarray) -> np.ndarray:
 
 @exprel.mutant(kind="precision: cancelling difference", bug="(exp(x) - 1) / x",
                trigger="its float32 program off where the correct one is not (_shows: 0 < |x| below ~1e-3)",
-               triggered=lambda c: _shows(c, _exprel_difference, _exprel_kahan, _exprel_exact, "transcendental"))
+               triggered=lambda c: _shows(c, _exprel_difference, _exprel_kahan, _exprel_exact, "transcendental",
+                                                   _exprel_reference))
 @triton.jit
 def exprel_difference(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

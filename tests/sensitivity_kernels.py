@@ -98,3 +98,66 @@ def offset_split(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     y = x + 1024.0
     z = y - 1024.0  # the spread grows here
     tl.store(out_ptr + offs, z * 2.0, mask=offs < n)
+
+
+# ---------------------------------------------------------------- what a float32 computation of the problem carries
+
+def _rows_launch(kernel, x):
+    rows, cols = x.shape
+    out = torch.empty_like(x)
+    kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+_LAYER_NORM = dict(launch=_rows_launch,
+                   reference=lambda x: torch.nn.functional.layer_norm(x.double(), x.shape[-1:], eps=1e-5).to(x.dtype),
+                   x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-4, 4)))
+
+
+@tdiff.check(**_LAYER_NORM)
+@triton.jit
+def layer_norm_two_pass(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Correct: the float32 rounding of the mean moves a row [a, a + d] by about u * |a| / d, as it moves PyTorch's
+    float32 LayerNorm, while the exact result (+-1) does not move at all."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / n
+    d = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / n
+    tl.store(out_ptr + row * n + cols, d * tl.rsqrt(var + 1e-5), mask=mask)
+
+
+@tdiff.check(**_LAYER_NORM)
+@triton.jit
+def layer_norm_one_pass(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """The bug: var = E[x^2] - E[x]^2 cancels (u * a^2 / d^2, where float32 arithmetic of the problem: u * a / d)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0)
+    mean = tl.sum(x, axis=0) / n
+    var = tl.sum(x * x, axis=0) / n - mean * mean
+    d = tl.where(mask, x - mean, 0.0)
+    tl.store(out_ptr + row * n + cols, d * tl.rsqrt(var + 1e-5), mask=mask)
+
+
+@tdiff.check(launch=_elementwise_launch, reference=lambda x: (x.double() * x.double()).sqrt().to(x.dtype),
+             x=tst.tensors(shape=(4,), layouts=["contiguous"], values=tst.values(-4, 4)))
+@triton.jit
+def abs_via_square(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, tl.sqrt(x * x), mask=offs < n)  # x * x overflows float32 for |x| > 1.8e19
+
+
+@tdiff.check(reference=lambda x: x.clone(), name="near_pole", **_ROUNDTRIP)
+@triton.jit
+def offset_roundtrip_near_pole(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """offset_roundtrip's cancellation, flagged fragile: it adds 0 times the square root of rounding noise (near the
+    square root's pole), a flag every value computed from it carries."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    noise = tl.sqrt(tl.abs((x + 1.0) - 1.0 - x))
+    tl.store(out_ptr + offs, (x + 1024.0) - 1024.0 + noise * 0.0, mask=offs < n)

@@ -47,6 +47,9 @@ class BackendSpec:
     kind: str
     order: str = "forward"
     upcast: bool = False
+    # a reference whose float64 arithmetic runs in float32 (`reference:fp32`, backends.float32_arithmetic): the
+    # problem computed at the precision a correct kernel accumulates in (judge.sensitivity's native runs)
+    demote: bool = False
     device: str | None = None
     programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
     check_pointers: bool = True
@@ -121,6 +124,8 @@ class BackendSpec:
             parts.append(self.order)
         if self.upcast:
             parts.append("fp64")
+        if self.demote and self.kind == "reference":
+            parts.append("fp32")
         if self.masked != "undefined" and self.kind == "interpreter":
             parts.append("zero-fill")
         if self.unspecified != "default" and self.kind == "interpreter":
@@ -231,6 +236,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["order"] = opt
         elif opt == "fp64":
             out["upcast"] = True
+        elif opt == "fp32":
+            out["demote"] = True
         elif opt == "zero-fill":
             out["masked"] = "zero"
         elif opt == "alt-unspecified":

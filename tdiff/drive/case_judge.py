@@ -158,7 +158,8 @@ class CaseJudge:
         if need.how == REFERENCE:
             return self.spec(BackendSpec("reference"))
         if need.how == PERTURBED:  # on `sensitivity.perturbed_case`'s inputs: float64, or the case's own dtypes
-            return self.spec(BackendSpec("reference", upcast=not native(need.k)))
+            # (native: the reference's own float64 arithmetic in float32, the precision a kernel accumulates in)
+            return self.spec(BackendSpec("reference", upcast=not native(need.k), demote=native(need.k)))
         if need.how == ROUNDED:  # one run of the random-rounding ensemble (k=0: rounded to nearest)
             return self.spec(BackendSpec("interpreter", rounding=need.k))
         spec = self.roles[need.of]  # type: ignore[index]

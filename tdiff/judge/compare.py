@@ -131,11 +131,12 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
                 # an overflow or underflow upstream: the error scale no longer bounds the error;
                 # judge such an element against the inputs its program loaded
                 scale = np.where(guide.overflow, np.maximum(scale, guide.loaded), scale)
-            if not known.all():
+            if not known.all() and not pair.rule.measured:
                 cmp.coarse.append(path)
         else:
             scale = coarse
-            cmp.coarse.append(path)
+            if not pair.rule.measured:  # (measured: the problem's scale decides what the coarse one would pass)
+                cmp.coarse.append(path)
     ok = close(va, vb, tol, scale, ra, rb)
     if ta.dtype.is_float and not tol.exact:
         cmp.closeness = max(cmp.closeness, closeness(va, vb, tol, scale))
@@ -149,12 +150,14 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
     if ok.all() and (by_scale is None or not by_scale.any()):
         return
     bad = ~ok
+    if by_scale is not None:  # (within the dataflow scale only: the range edge may still explain them)
+        bad = bad | by_scale
     pending = 0
     infinite = None
     flags: dict[str, np.ndarray] = {}
     if ta.dtype.is_float and not tol.exact:
         bad, pending, infinite, flags = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
-        if not bad.any() and (by_scale is None or not by_scale.any()):
+        if not bad.any():
             return
     if guide is not None and guide.fragile is not None and guide.fragile.shape == bad.shape:
         # decided by comparing computed values within tolerance of each other (an argmax among near-ties), or
@@ -165,14 +168,10 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
             decided = bad & guide.fragile & (np.isnan(va) == np.isnan(vb))
         if decided.any():
             flags[FRAGILE] = decided
-    if by_scale is not None and by_scale.any():
-        flags[SCALE] = by_scale
-        bad = bad | by_scale
-    loaded: np.ndarray | float = input_scale(case)
-    if guide is not None and guide.loaded is not None and guide.loaded.shape == bad.shape:
-        loaded = np.where(np.isfinite(guide.loaded), guide.loaded, loaded)
-    bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, scale, rules.sensitivity,
-                                      rules.measurable, cmp, loaded)
+    if by_scale is not None and (by_scale & bad).any():
+        flags[SCALE] = by_scale & bad
+    bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, rules.sensitivity, rules.measurable,
+                                      cmp)
     if not bad.any():
         return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)

@@ -8,15 +8,18 @@ computed from a flagged one, so on its own it would forgive whatever lies downst
 
     |a - b| <= allowed(a, b) + 2 * spread
 
-`allowed` the element's tolerance, `spread` the problem's sensitivity at the declared precision: the largest
-change of the check's reference, run in float64, when every floating input element x becomes x * (1 +- u) (u the
-unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws), and of the reference run at the case's
-own precision on inputs moved by one ulp (`NATIVE` draws), against the unperturbed float64 reference (`MARGIN`
-times: each side may be off by it). For outputs compared exactly (indices, integers) the factor is 1: the kernel may
-give any value the reference gives under those perturbations, not more. An element as close as that to the float64
-reference's own value passes too. The same measurement decides elements that pass against the reference only by the
-dataflow scale (`SCALE`, see judge.compare): their `allowed` is the strict part plus one rounding of the inputs their
-program loaded, not of the kernel's own intermediates.
+`allowed` the element's strict tolerance (rtol and atol, never the dataflow scale: that follows the kernel's own
+operations, so it would forgive any unstable algorithm), `spread` what the problem allows at the declared precision,
+measured on the case: the largest change of the check's reference, run in float64, when every floating input element
+x becomes x * (1 +- u) (u the unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws); and
+`ACCUMULATION` times the distance from the float64 result of the reference computed at float32 on inputs moved by
+one ulp (`NATIVE` draws, its own float64 arithmetic in float32: `reference:fp32`), the rounding any float32
+computation of the problem carries where the problem itself is insensitive (the rounding of a LayerNorm's mean
+moves a row [a, a + d] by about u * |a| / d, although the exact result is +-1 whatever d). `MARGIN` times: each side
+may be off by it. For outputs compared exactly (indices, integers) the factor is 1: the kernel may give any value
+the reference gives under those perturbations, not more. An element as close as that to the float64 reference's own
+value passes too. The same measurement decides elements that pass against the reference only by the dataflow scale
+(`SCALE`, see judge.compare).
 
 Beyond it, a final verdict asks for the kernel's random-rounding ensemble (`ensemble_reruns`, `ensemble_spread`):
 where it moves as far, the verdict is `numerically unstable` (judge.verdict).
@@ -45,10 +48,14 @@ from .targets import view
 #: random perturbations of the inputs (besides the unperturbed float64 run)
 PERTURBATIONS = 6
 #: ... and runs of the reference at the case's own precision on inputs each moved by one ulp in their own dtype
-#: (k = PERTURBATIONS + 1 ...): the rounding any computation of the problem at this precision carries, where the
-#: problem itself is insensitive (a divergence of two equal distributions is 0 whatever the inputs; a float32
-#: computation of it still rounds its terms)
+#: (k = PERTURBATIONS + 1 ...), its float64 arithmetic in float32 (`reference:fp32`): the rounding any computation
+#: of the problem at this precision carries, where the problem itself is insensitive (a divergence of two equal
+#: distributions is 0 whatever the inputs; a float32 computation of it still rounds its terms; a LayerNorm of a row
+#: [a, a + d] is +-1 whatever d, and float32's rounding of its mean moves it by about u * |a| / d)
 NATIVE = 4
+#: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
+#: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
+ACCUMULATION = 8.0
 
 
 def reruns() -> tuple[Rerun, ...]:
@@ -67,15 +74,26 @@ def measured(extra: Mapping[Rerun, Outcome]) -> bool:
     return all(r in extra for r in reruns())
 
 
+def signs(k: int, index: int, shape: tuple[int, ...]) -> np.ndarray:
+    """The signs of the k-th perturbation of input `index`'s storage: k=1 moves every element of alternate inputs
+    the other way (two inputs that meet, P and Q of a divergence, move apart), k=2 alternate elements (neighbours in
+    a row move apart), later ones at random (seeded by k and the input's position: the same on every run)."""
+    if k == 1:
+        return np.full(shape, 1.0 if index % 2 == 0 else -1.0)
+    if k == 2:
+        return np.where(np.arange(int(np.prod(shape))).reshape(shape) % 2 == 0, 1.0, -1.0)
+    return np.random.default_rng([k, index]).choice(np.array([-1.0, 1.0]), size=shape)
+
+
 def _perturb(arg: TensorArg, k: int, index: int) -> TensorArg:
-    """`arg` as float64, each element of its storage x * (1 + s * u), s = +-1 at random (seeded by k and the
-    input's position: the same perturbation on every run), u the unit roundoff of its dtype; k=0 unperturbed."""
+    """`arg` as float64, each element of its storage x * (1 + s * u), s = +-1 (`signs`), u the unit roundoff of its
+    dtype; k=0 unperturbed."""
     dt = arg.dt
     values = dtypes.as_float64(arg.storage, dt).copy()
     if k:
-        signs = np.random.default_rng([k, index]).choice(np.array([-1.0, 1.0]), size=values.shape)
+        signs_ = signs(k, index, values.shape)
         with np.errstate(invalid="ignore", over="ignore"):
-            values = values * (1.0 + signs * (dt.eps / 2))
+            values = values * (1.0 + signs_ * (dt.eps / 2))
     return TensorArg("float64", arg.shape, arg.strides, arg.offset, values, arg.layout, arg.tags)
 
 
@@ -131,9 +149,12 @@ def growth(extra: Mapping[Rerun, Outcome]) -> tuple[str, float, float] | None:
     return best[:3] if best is not None else None
 
 
-def _spreads(case: Case, runs: Sequence[Outcome]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _spreads(case: Case, runs: Sequence[Outcome], finite_only: Sequence[bool] = ()) -> dict[
+        str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per target the first run holds: (its values, the largest distance of another run's from them, the largest
-    magnitude among the runs); a NaN on one side only, an infinite distance. Targets a run lacks are left out."""
+    magnitude among the runs); a NaN on one side only, an infinite distance. Targets a run lacks are left out.
+    `finite_only[i]`: the (i+1)-th run counts only where it is finite or the first run is not (a run at the case's
+    precision whose own arithmetic overflowed says nothing of what the problem allows where the exact result fits)."""
     base, *others = [view(o, case) for o in runs]
     out = {}
     for path, t0 in base.targets.items():
@@ -142,11 +163,13 @@ def _spreads(case: Case, runs: Sequence[Outcome]) -> dict[str, tuple[np.ndarray,
             continue
         r0 = t0.values
         spread, reach = np.zeros(r0.shape), np.abs(r0)
-        for t in found:
+        for i, t in enumerate(found):
             with np.errstate(invalid="ignore", over="ignore"):
                 same = (t.values == r0) | (np.isnan(t.values) & np.isnan(r0))
+                if i < len(finite_only) and finite_only[i]:
+                    same |= ~np.isfinite(t.values) & np.isfinite(r0)
                 d = np.where(same, 0.0, np.abs(t.values - r0))
-                reach = np.fmax(reach, np.abs(t.values))
+                reach = np.fmax(reach, np.where(same, 0.0, np.abs(t.values)))
             spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
         out[path] = (r0, spread, reach)
     return out
@@ -184,6 +207,8 @@ class Sensitivity:
     spreads: dict[str, np.ndarray] = field(default_factory=dict)
     exact: dict[str, np.ndarray] = field(default_factory=dict)  # the unperturbed float64 reference's values
     reach: dict[str, np.ndarray] = field(default_factory=dict)  # the largest magnitude among the runs
+    # the float32 computations' (`reference:fp32`, the native runs) distance from the float64 result
+    arithmetic: dict[str, np.ndarray] = field(default_factory=dict)
     count: int = 0  # perturbations measured
     error: str | None = None  # why nothing was measured (the reference failed on the perturbed inputs)
 
@@ -197,18 +222,30 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
     if failed is not None:
         return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
     out = Sensitivity(count=len(runs) - 1)
-    for path, (r0, spread, reach) in _spreads(case, runs).items():
+    wide = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if not native(r.k)]
+    narrow = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if native(r.k)]
+    at_precision = _spreads(case, narrow, [True] * (len(narrow) - 1))
+    for path, (r0, spread, reach) in _spreads(case, wide).items():
+        if path in at_precision:
+            _, computed, reach32 = at_precision[path]
+            reach = np.fmax(reach, reach32)
+            out.arithmetic[path] = computed
         out.spreads[path], out.exact[path], out.reach[path] = spread, r0, reach
     return out
 
 
-def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType,
-              shape: tuple[int, ...]) -> np.ndarray | None:
+def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shape: tuple[int, ...],
+              exact: bool = False, float32: bool = True) -> np.ndarray | None:
     """The measured spread of a target, for an output of dtype `dt`: unbounded where one rounding of the inputs
-    takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows)."""
+    takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows).
+    With `float32`, at least the float32 computations' error, `ACCUMULATION` times unless compared `exact`ly
+    (indices, integers: any value a float32 computation gives, not more)."""
     spread = sensitivity.spreads.get(path) if sensitivity is not None else None
     if spread is None or spread.shape != shape:
         return None
+    computed = sensitivity.arithmetic.get(path)  # type: ignore[union-attr]
+    if float32 and computed is not None and computed.shape == shape:
+        spread = np.maximum(spread, (1.0 if exact else ACCUMULATION) * computed)
     if dt.is_float:
         spread = np.where(sensitivity.reach[path] >= dtypes.overflow_threshold(dt), np.inf,  # type: ignore[union-attr]
                           spread)
@@ -216,12 +253,11 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType,
 
 
 def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.ndarray,
-          flags: Mapping[str, np.ndarray], tol: Tolerance, scale: np.ndarray | float,
-          sensitivity: Sensitivity | None, measurable: bool, cmp: Comparison,
-          loaded: np.ndarray | float = 0.0) -> tuple[np.ndarray, int, str]:
-    """Judge the mismatching elements (`bad`) that a flag marks (`flags`: name -> mask) by the measured scale.
+          flags: Mapping[str, np.ndarray], tol: Tolerance, sensitivity: Sensitivity | None, measurable: bool,
+          cmp: Comparison) -> tuple[np.ndarray, int, str]:
+    """Judge the mismatching elements (`bad`) that a flag marks (`flags`: name -> mask) by the measured scale: the
+    strict tolerance (no dataflow scale: a flag gives no magnitude) plus `MARGIN` times the spread.
 
-    `loaded`: the largest magnitude among the inputs each element was computed from (its program's loads).
     Measured: those within it pass (counted in `cmp.forgiven`, the flags named); the others stay failed whatever
     their flags. Not measured yet, with a reference to perturb: they stay failed and are counted as pending (the
     verdict asks for the measurement). Nothing to measure with (no reference, or it failed on the perturbed inputs):
@@ -233,36 +269,26 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
     flagged &= bad
     if not flagged.any():
         return bad, 0, ""
-    spread = spread_in(sensitivity, path, dt, bad.shape)
+    spread = spread_in(sensitivity, path, dt, bad.shape, tol.exact)
     if spread is not None:
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.abs(va - vb)
-            strict = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb))
-            # a flag marks where a difference may be legitimate: the element's whole tolerance, plus the spread; an
-            # element within tolerance only by its dataflow scale gets the strict part, plus the spread
-            # (the scale of the inputs the element was computed from, not of the kernel's own intermediates: one
-            # rounding of what it loaded is noise any computation of it carries, where the problem is insensitive)
-            allowed = np.where(_only(flags, SCALE, flagged), strict + tol.scale * loaded, strict + tol.scale * scale)
-            margin = (1.0 if tol.exact else MARGIN) * spread
-            within = flagged & (np.isinf(spread) | (diff <= allowed + margin))
-            # or as close to the problem's own value (the float64 reference, unperturbed) as that: a reference run in
-            # the case's precision rounds, underflows and overflows on its own
-            exact = sensitivity.exact.get(path)  # type: ignore[union-attr]
-            if exact is not None and exact.shape == bad.shape and not tol.exact:
-                kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not is_reference(side.backend)]
-                near = np.ones(bad.shape, bool)
-                for v in kernel:
-                    d = np.abs(v - exact)
-                    near &= (d <= allowed - strict + tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact))
-                             + margin) | \
-                        ((v == exact) | (np.isnan(v) & np.isnan(exact)))
-                within |= flagged & near
-        named = within & ~_only(flags, SCALE, within)  # (within the measured scale and the tolerance: no caveat)
+        within = flagged & _within(va, vb, tol, spread, sensitivity, path, cmp)  # type: ignore[arg-type]
+        # the elements only the float32 computation's allowance (`ACCUMULATION`) passes: a counted caveat of their own
+        wide = spread_in(sensitivity, path, dt, bad.shape, tol.exact, float32=False)
+        by_float32 = within & ~_within(va, vb, tol, wide, sensitivity, path, cmp)  # type: ignore[arg-type]
+        named = within & ~_only(flags, SCALE, within) & ~by_float32  # (within the problem's scale: no caveat)
         if named.any():
             j = _first(named)
             names = tuple(n for n, m in flags.items() if (m & named).any() and n != SCALE)
             cmp.forgiven.append(Forgiven(path, int(named.sum()), (j, float(va[j]), float(vb[j])), why="measured",
                                          flags=names, spread=float(spread[j]),
+                                         measured=sensitivity.count))  # type: ignore[union-attr]
+        if by_float32.any():
+            j = _first(by_float32)
+            names = tuple(n for n, m in flags.items() if (m & by_float32).any() and n != SCALE)
+            off = sensitivity.arithmetic.get(path)  # type: ignore[union-attr]
+            cmp.forgiven.append(Forgiven(path, int(by_float32.sum()), (j, float(va[j]), float(vb[j])),
+                                         why=FLOAT32_COMPUTATION, flags=names,
+                                         spread=float(off[j]) if off is not None else 0.0,
                                          measured=sensitivity.count))  # type: ignore[union-attr]
         left = flagged & ~within
         text = ""
@@ -273,9 +299,10 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
                 "within the kernel's dataflow tolerance (which follows its own operations)"
             text = (f"{int(left.sum())} element(s) {what} differ beyond what the problem allows, "
                     f"first at {j}: {cmp.a.backend}={float(va[j]):.6g}, {cmp.b.backend}={float(vb[j]):.6g}, while the "
-                    f"float64 reference moves by at most {float(spread[j]):.3g} there under input perturbations of one "
-                    "rounding: " + ("a flag does not forgive a difference the precision does not explain"
-                                    if names != (SCALE,) else "the kernel loses accuracy the problem does not"))
+                    f"problem moves by at most {float(spread[j]):.3g} there (the float64 reference under input "
+                    "perturbations of one rounding, and computed in float32): "
+                    + ("a flag does not forgive a difference the precision does not explain"
+                       if names != (SCALE,) else "the kernel loses accuracy the problem does not"))
             cmp.beyond_problem.setdefault(path, np.zeros(bad.shape, bool))
             cmp.beyond_problem[path] |= left
         return bad & ~within, 0, text
@@ -302,8 +329,32 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
     return bad & ~_any(flags, bad), 0, ""
 
 
+def _within(va: np.ndarray, vb: np.ndarray, tol: Tolerance, spread: np.ndarray, sensitivity: Sensitivity, path: str,
+            cmp: Comparison) -> np.ndarray:
+    """The elements within the strict tolerance plus `MARGIN` times `spread` of each other, or of the problem's own
+    value (the float64 reference, unperturbed: a reference run in the case's precision rounds, underflows and
+    overflows on its own)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        strict = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb))
+        # a flag marks where a difference may be legitimate, not by how much: the strict part, plus the spread
+        margin = (1.0 if tol.exact else MARGIN) * spread
+        within = np.isinf(spread) | (np.abs(va - vb) <= strict + margin)
+        exact = sensitivity.exact.get(path)
+        if exact is not None and exact.shape == within.shape and not tol.exact:
+            kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not is_reference(side.backend)]
+            near = np.ones(within.shape, bool)
+            for v in kernel:
+                d = np.abs(v - exact)
+                near &= (d <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + margin) | \
+                    ((v == exact) | (np.isnan(v) & np.isnan(exact)))
+            within |= near
+    return within
+
+
 #: how many times the measured spread a difference may add to the strict tolerance (either side may be off by it)
 MARGIN = 2.0
+#: a Forgiven's `why` for elements only the float32 computation of the reference explains (`ACCUMULATION`)
+FLOAT32_COMPUTATION = "float32 computation"
 #: the flag of elements within tolerance only by its dataflow scale (judge.compare: measured against a reference)
 SCALE = "dataflow scale"
 

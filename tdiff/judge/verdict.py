@@ -129,10 +129,18 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
     """The caveat (kind, text) for elements a comparison let pass beyond the strict tolerance."""
     (j, x, y) = f.example
     head = f"{p.a} vs {p.b}: {f.count} element(s) of `{f.target}`"
+    if f.why == sensitivity.FLOAT32_COMPUTATION:
+        flagged = f"; flagged {', '.join(f.flags)}" if f.flags else ""
+        return ("float32 computation",
+                f"{head} differ from the float64 reference beyond what one rounding of the inputs explains, within "
+                f"what a float32 computation of the reference gives ({sensitivity.ACCUMULATION:g} times its error, "
+                f"{f.spread:.3g} at {j}: {x:.6g} vs {y:.6g}){flagged}: the kernel is as accurate as float32 "
+                "arithmetic of your reference's formula, not more; not failed")
     if f.why == "measured":
         return ("measured", f"{head} differ beyond the strict tolerance but within the problem's measured sensitivity "
-                            f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the reference moves by {f.spread:.3g} "
-                            f"over {f.measured} runs on inputs moved by one rounding); flagged {', '.join(f.flags)}: "
+                            f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the problem moves by {f.spread:.3g} "
+                            f"over {f.measured} runs of the reference on inputs moved by one rounding, in float64 and "
+                            f"computed in float32); flagged {', '.join(f.flags)}: "
                             "not failed")
     if f.why == sensitivity.SCALE:
         return ("dataflow scale, unmeasured",
@@ -506,7 +514,8 @@ def _unstable(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdic
              f"{grows[1]:.3g} in the lines computed before it)") if grows is not None else ""
     return Verdict(NUMERICALLY_UNSTABLE, [
         f"{side}'s `{path}` differs from the reference by up to {diff:.3g}, beyond what the problem allows at this "
-        f"precision (the float64 reference moves far less when its inputs move by one rounding), and the kernel's "
+        f"precision (the float64 reference moves far less when its inputs move by one rounding, and so does a float32 "
+        f"computation of it), and the kernel's "
         f"own float program moves by up to {spread:.3g} there when each floating operation rounds up or down at "
         f"random ({sensitivity.ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not "
         "(cancellation, a sum or statistic in a narrower type than the output, eps placed where it no longer "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ...core.backend_spec import BackendSpec
@@ -9,6 +10,7 @@ from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty
 from .base import Target, error_info
+from .float32_arithmetic import float32_arithmetic
 
 
 class ReferenceBackend:
@@ -32,7 +34,7 @@ class ReferenceBackend:
             return outcome
         returned = None
         try:
-            with deterministic_empty():
+            with deterministic_empty(), _arithmetic(self.spec, case):
                 returned = target.reference(**plan.inputs)
         except Exception as exc:
             outcome.error = error_info(exc)
@@ -41,3 +43,17 @@ class ReferenceBackend:
         outcome.returned = capture_returned(returned)
         outcome.seconds = time.perf_counter() - t0
         return outcome
+
+
+def _arithmetic(spec: BackendSpec, case: Case) -> contextlib.AbstractContextManager:
+    """`reference:fp32`: the reference's float64 arithmetic in float32, unless the case itself holds float64
+    tensors (then float64 is its precision)."""
+    if spec.demote and not any(_holds_float64(v) for v in case.inputs.values()):
+        return float32_arithmetic()
+    return contextlib.nullcontext()
+
+
+def _holds_float64(value: object) -> bool:
+    if isinstance(value, (tuple, list)):
+        return any(_holds_float64(v) for v in value)
+    return getattr(value, "dtype", None) == "float64"

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import kernels
-from ..core.backend_spec import BackendSpec, label_kind
+from ..core.backend_spec import label_kind
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.settings import RunOptions, prepare_run_dir
 from ..declaration import Check, checks_of
 from ..errors import CorpusError, DivergenceError
-from ..execute import ahead
 from ..execute.backends.base import gpu_available
 from ..execute.backends.dry_launch import SPEC as SPECIALIZE
 from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget
@@ -107,10 +106,8 @@ class Runner:
         result = self.new_result(check)
         judge = self.judge(check, result)
         self.check_environments(judge)
-        workers = self.precompile_workers(judge)
         if isinstance(self.executor, Pool):
-            self.executor.warm([judge.spec(s).lane for s in judge.opinions.backends]
-                               + [BackendSpec("precompile", slot=i).lane for i in range(workers)])
+            self.executor.warm([judge.spec(s).lane for s in judge.opinions.backends])
         pipeline = self.pipeline(check, judge)
         budget = pipeline.budget
         try:
@@ -118,17 +115,7 @@ class Runner:
                 self.phase(result, "replaying the corpus")
                 self.replay_corpora(check, result, judge)
             self.phase(result, "searching")
-            compile_ahead, started = None, {}
-            if workers:
-                def compile_ahead(cases: list[Case]) -> None:
-                    chosen = ahead.plan(cases, lambda c: self.predict_keys(check, c))
-                    started.update(ahead.start(self.executor, check.ref(), chosen, workers,
-                                                    check.timeout or self.options.timeout))
-            try:
-                found = search(pipeline, compile_ahead, lambda phase: self.phase(result, phase))
-            finally:
-                if started:
-                    result.ahead = ahead.finish(self.executor, started)
+            found = search(pipeline, lambda phase: self.phase(result, phase))
             result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
@@ -177,13 +164,6 @@ class Runner:
         if check.max_compiles is not None:  # the check's own count replaces the run's budget
             return CompileBudget(None, check.max_compiles)
         return CompileBudget(self.options.compile_budget, self.options.max_compiles)
-
-    def precompile_workers(self, judge: CaseJudge) -> int:
-        """Compile workers for compiling ahead: with the compiled backend, in worker processes only."""
-        if not isinstance(self.executor, Pool) or all(k in ("interpreter", "reference") for k in judge.opinions.kinds):
-            return 0
-        n = self.options.precompile
-        return ahead.auto_workers() if n is None else n
 
     def predict_keys(self, check: Check, case: Case) -> tuple | None:
         """The launch keys a case would compile, from a dry launch in a CPU worker (None: unknown)."""

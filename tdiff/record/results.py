@@ -52,7 +52,6 @@ class CheckResult:
     compiles: int = 0
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
-    ahead: dict = field(default_factory=dict)  # compiling ahead of use (tdiff.execute.ahead.finish)
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
     known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0

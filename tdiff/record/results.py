@@ -91,9 +91,12 @@ class CheckResult:
         self.caveats[kind] += 1
         self.caveat_examples.setdefault(kind, text)
 
-    def report(self) -> str:
+    def report(self, notes: bool | None = None) -> str:
+        """The failures' reports, then the notes where `notes` says (by default: where the check failed or
+        errored)."""
         parts = [d.report for d in self.failures]
-        parts += [f"tdiff: {n}" for n in self.notes if self.status in ("failed", "error")]
+        if self.status in ("failed", "error") if notes is None else notes:
+            parts += [f"tdiff: {n}" for n in self.notes]
         return "\n\n".join(parts)
 
     def uncovered(self) -> list[str]:

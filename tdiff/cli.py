@@ -61,12 +61,13 @@ def replay(args: argparse.Namespace) -> int:
             print(f"ERROR   {entry.path}: {exc}")
             continue
         result = runner.new_result(check)
-        status = runner.replay_entry(check, entry, result, reproduce_known=True)
+        status = runner.replay_entry(check, entry, result, reproduce_known=True).state
         counts[status] += 1
         label = "STALE" if status == "fixed" else status.upper()
         print(f"{label:10} {entry.path} ({check.id}; compared: {result.compared})")
         if status not in ("passed",):
-            text = result.report() or "\n".join(result.notes)
+            # (each entry's own replay, not a check's run: an unreadable entry's notes read as an error's)
+            text = result.report(notes=status == "error") or "\n".join(result.notes)
             print("\n".join("        " + line for line in text.splitlines()))
     runner.executor.close()
     print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "

@@ -127,11 +127,6 @@ OPTIONS: tuple[Option, ...] = (
            zero="no limit"),
     Option("coverage", str, "report (name the kernel lines no case ran) or require (such a check fails)", "report",
            "coverage", choices=("report", "require")),
-    Option("precompile", int, "compile workers that compile a search's specializations ahead of use, beside it, "
-           "with a GPU. Measured on an H100 (16 cores, -n 4, fresh caches): the bundled suites took 41.1 s "
-           "without and 42.2 s with 2 to 3 compile workers, the liger suites 127.9 s and 135.5 s (the workers "
-           "take cores from the interpreter); keeping TRITON_CACHE_DIR between runs is what pays", "0",
-           "precompile", minimum=0, zero="off", unit="workers"),
     Option("targeting", bool, "on: hypothesis climbs each case's largest difference over tolerance and the kernel "
            "lines it ran (at the ci example count it found fewer planted bugs: the README's power table)", "off",
            "targeting"),

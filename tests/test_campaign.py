@@ -23,6 +23,7 @@ from tdiff import cli, options
 from tdiff.core.case import Case, TensorArg
 from tdiff.drive import shard
 from tdiff.drive.pipeline import CaseRecord
+from tdiff.drive.status import Facts, decide_status
 from tdiff.execute import gpus, pinning
 from tdiff.record import campaign
 
@@ -358,8 +359,9 @@ def test_pytest_replays_several_corpora_each_entry_once(entries, tmp_path):
     c3 = _corpus(tmp_path, "c3", entries[:1], expect="divergence")
     runner = tdiff.Runner(opts.with_(corpus_more=(c1, c3)))
     result = runner.new_result(check)
-    runner.replay_corpora(check, result, runner.judge(check, result))
-    assert result.status == "error" and any("conflict" in n and '"expect"' in n for n in result.notes)
+    replays = runner.replay_corpora(check, result, runner.judge(check, result))
+    assert decide_status(Facts(replays=replays))[0] == "error"  # (the status the run decides at its end)
+    assert any("conflict" in n and '"expect"' in n for n in result.notes)
     assert [i for i, _ in result.replayed] == [entries[1].name]
 
 

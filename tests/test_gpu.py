@@ -308,30 +308,6 @@ def test_undefined_masked_lanes_through_a_running_max_on_the_gpu():
     assert "zero-filled it is wrong too" in d.report  # the compiled kernel's zeros disagree with the reference
 
 
-def test_compiling_ahead_shares_the_work_with_the_gpu_worker(tmp_path, monkeypatch):
-    from suites import softmax
-
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    runs = {}
-    for workers in (0, 2):
-        pool = Pool()  # fresh workers, an empty cache directory: every specialization is new
-        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / f"triton-cache-{workers}"))
-        try:
-            (r,) = tdiff.verify(softmax.softmax_kernel, profile="ci", corpus_dir=None, repro_dir=None, executor=pool,
-                                precompile=workers)
-        finally:
-            pool.close()
-        runs[workers] = r
-        print(f"\nprecompile={workers}: wall {r.wall:.1f}s, compiled in the GPU worker {r.compiles} "
-              f"({r.compile_seconds:.1f}s), loaded {r.cache_loads}, ahead {r.ahead}")
-    assert runs[0].status == runs[2].status == "passed"
-    ahead = runs[2].ahead
-    assert ahead["ran"] > 0 and not ahead["errors"], ahead
-    # every specialization the search needed was compiled once, by the GPU worker or ahead of it
-    assert runs[2].compiles + runs[2].cache_loads == runs[0].compiles, (runs[0].compiles, runs[2].compiles,
-                                                                        runs[2].cache_loads)
-
-
 def test_a_kernel_assuming_the_default_num_warps_is_found_by_a_variant_pair(tmp_path):
     # the default opinions pass it (num_warps=4 everywhere; the interpreter cannot read the option and
     # is set aside with a named limitation); compiled against compiled[num_warps=2] finds it

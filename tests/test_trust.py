@@ -409,7 +409,7 @@ def test_a_limited_corpus_entry_is_not_passed(tmp_path):
     fake = V.Verdict("interpreter wrong", kind="values")
     path = corpus.write(tmp_path, check, case, fake, ev)
     result = runner.new_result(check)
-    assert runner.replay_entry(check, corpus.Entry(path), result) == "not judged"
+    assert runner.replay_entry(check, corpus.Entry(path), result).state == "not judged"
     assert result.replayed == [(path.name, "not judged")]
     assert main(["replay", str(path), "--isolation", "none"]) == 1
 
@@ -557,10 +557,10 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
     (path / "entry.json").write_text(json.dumps(meta))
     (entry,) = corpus.entries_for(tmp_path, check)
     same = tdiff.Runner(opts)
-    assert same.replay_entry(check, entry, same.new_result(check)) == "known"
+    assert same.replay_entry(check, entry, same.new_result(check)).state == "known"
     crashing = tdiff.Runner(opts.with_(backends=("tests.faulty:AlwaysRaises", "interpreter")))
     result = crashing.new_result(check)
-    assert crashing.replay_entry(check, entry, result) == "failed"
+    assert crashing.replay_entry(check, entry, result).state == "failed"
     assert any("now fails otherwise" in n for n in result.notes), result.notes
 
 

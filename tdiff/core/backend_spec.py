@@ -64,7 +64,6 @@ class BackendSpec:
     # an ensemble run of the interpreter (`interpreter:rr3`): every floating result rounded up or down at random,
     # the k-th such run (see execute.interpreter.rounding); 0: rounded to nearest, as Triton does
     rounding: int = 0
-    slot: int = 0  # precompile: which of the compile workers runs it
     # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
     # (as Triton spells them), and an autotune config index that replaces the case's
     launch: tuple[tuple[str, Any], ...] = ()
@@ -163,8 +162,6 @@ class BackendSpec:
     def lane(self) -> str:
         """Which worker process runs this spec: GPU work and CPU work run side by side."""
         # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
-        if self.kind == "precompile":  # compiles need the GPU's driver (its target), not the GPU worker
-            return f"compile{self.slot}"
         lane = "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
         return f"{lane}@{self.python}" if self.python else lane
 

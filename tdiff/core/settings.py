@@ -82,7 +82,6 @@ class RunOptions:
     max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)
     coverage: str = "report"  # kernel lines no case ran: "report" them, or "require" every line to run (else fail)
     database: Any = None  # a hypothesis ExampleDatabase (--tdiff-database); None: the profile decides
-    precompile: int | None = 0  # compile workers compiling ahead of use (None: auto; 0: off, the default)
     # hypothesis's target phase climbs each case's closeness and kernel lines run; off by default: at the
     # ci example count it found fewer planted bugs (bench/power.md)
     targeting: bool = False

@@ -46,10 +46,6 @@ GIVE_UP_AFTER = 10
 SAME_LIMITATION_STOP = 3
 LIMITATION = "interpreter limitation: "
 
-#: what puts the boundary plan's entries back as they were before a run
-Restart = Callable[[], None]
-
-
 def stable_seed(check_id: str) -> int:
     """The seed of a derandomized search: the same for a check on every machine and every version of tdiff."""
     return int.from_bytes(hashlib.sha256(check_id.encode()).digest()[:8], "big")
@@ -71,13 +67,13 @@ def _hopeless(result: Any, recent: list[str]) -> str | None:
 
 
 def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
-            result: Any) -> tuple[hypothesis.settings, Restart | None]:
+            result: Any) -> hypothesis.settings:
     """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
-    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases; and what puts the
-    plan's entries back as they were before a run (None without a plan). The plan's coverage goes to `result`."""
+    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases. The plan's
+    coverage goes to `result`."""
     rows = options.plan if options.plan is not None else 3 * settings.max_examples // 4
     if rows <= 0 or Phase.reuse not in settings.phases:
-        return settings, None
+        return settings
     # the same seed as the search's: a derandomized plan is the check id's, a seeded one the seed's
     seed = options.seed if options.seed is not None else stable_seed(check.id) if settings.derandomize \
         else random.getrandbits(64)
@@ -87,20 +83,20 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
         raise
     except Exception as exc:  # drawing failed: the search proper will say why
         result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
-        return settings, None
+        return settings
     result.plan = plan.coverage.as_dict()
     result.plan_line = plan.coverage.line()
     if not plan.choices:
-        return settings, None
+        return settings
     # (a derandomized run is seeded by the check's id instead: hypothesis allows no database with derandomize)
     # (a seeded run keeps no database of its own, as hypothesis.seed has it)
     base = settings.database if options.seed is None else None
     try:
-        db, planned_part = seeded_database(plan.choices, key, base)
+        db = seeded_database(plan.choices, key, base)
     except ImportError as exc:  # a hypothesis whose database stores no choice sequences
         result.notes.append(f"boundary plan: not run ({exc}); random search only")
-        return settings, None
-    return hypothesis.settings(settings, derandomize=False, database=db), planned_part.restart
+        return settings
+    return hypothesis.settings(settings, derandomize=False, database=db)
 
 
 @dataclass
@@ -108,22 +104,16 @@ class _Run:
     """What a search keeps between the cases hypothesis hands its test."""
 
     found: CaseRecord | None = None  # the failing case: later runs are hypothesis shrinking it
-    preview: list[Case] | None = None  # collecting the cases to compile ahead, judging none
     not_judged: list[str] = field(default_factory=list)  # the reasons of the cases not judged, none judged yet
 
 
-def search(pipeline: CasePipeline, ahead: Callable[[list[Case]], None] | None = None,
-           on_case: Callable[[str], None] | None = None) -> CaseRecord | None:
+def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None) -> CaseRecord | None:
     """Run the check's hypothesis search, each case through `pipeline`; the first failing case (as hypothesis
     shrank it), or None.
 
     The search draws at most `max_examples` cases, judged or not (cases hypothesis runs while shrinking a
     failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
-    `on_case`, if given, is called after each case with what the search is doing (its phase).
-
-    `ahead`, if given, first sees the cases the search is about to draw: the search runs once with
-    a test that only collects them (hypothesis draws the same cases again: the same test function,
-    settings and seed), so their specializations can be compiled before they are needed."""
+    `on_case`, if given, is called after each case with what the search is doing (its phase)."""
     judge = pipeline.judge
     check, result, options = judge.check, judge.result, judge.options
     settings = hypothesis_settings(options, check.max_examples)
@@ -131,9 +121,6 @@ def search(pipeline: CasePipeline, ahead: Callable[[list[Case]], None] | None = 
     run = _Run()
 
     def test(case: Case) -> None:
-        if run.preview is not None:
-            run.preview.append(case)
-            return
         shrinking = run.found is not None
         record = pipeline.drawn(case, shrinking=shrinking)
         if shrinking:
@@ -161,20 +148,7 @@ def search(pipeline: CasePipeline, ahead: Callable[[list[Case]], None] | None = 
         if not record.judged:
             hypothesis.reject()
 
-    def admit(skeleton: Case) -> bool:  # (the preview decides nothing: no case has compiled yet)
-        return run.preview is not None or pipeline.admit(skeleton)
-
-    wrapped, restart_plan = _hypothesis_test(check, options, settings, test, admit, result)
-    if ahead is not None:
-        run.preview = []
-        try:
-            wrapped()
-        except Exception as exc:  # drawing failed: the search proper will say why
-            result.notes.append(f"compiling ahead: drawing the cases failed ({type(exc).__name__}: {exc})")
-        previewed, run.preview = run.preview, None
-        ahead(previewed[:settings.max_examples])
-        if restart_plan is not None:
-            restart_plan()  # (the search proper starts from the plan alone, as the preview did)
+    wrapped = _hypothesis_test(check, options, settings, test, pipeline.admit, result)
     if on_case is not None:
         on_case("searching")
     try:
@@ -206,14 +180,13 @@ def search(pipeline: CasePipeline, ahead: Callable[[list[Case]], None] | None = 
 
 
 def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, test: Callable[[Case], None],
-                     admit: Callable[[Case], bool], result: Any) -> tuple[Callable[[], None], Restart | None]:
+                     admit: Callable[[Case], bool], result: Any) -> Callable[[], None]:
     """`test` as the search's hypothesis test: drawing `drawn_cases`, under `settings` with the boundary plan in
-    its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id; and what puts the plan's
-    entries back as they were (None without a plan)."""
+    its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id."""
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
     derandomized = settings.derandomize  # (the plan's settings derandomize nothing: they have a database)
-    settings, restart_plan = planned(check, drawn_cases(check, options), settings, options, key, result)
+    settings = planned(check, drawn_cases(check, options), settings, options, key, result)
     wrapped = settings(hypothesis.given(drawn_cases(check, options, admit))(test))
     wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:
@@ -225,4 +198,4 @@ def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, te
     if settings.database is not None:  # (hypothesis.seed drops the database: the plan's is put back)
         wrapped._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]
             wrapped._hypothesis_internal_use_settings, database=settings.database)  # type: ignore[attr-defined]
-    return wrapped, restart_plan
+    return wrapped

@@ -47,12 +47,10 @@ def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
     return key_of(jit, bound.arguments, {k: v for k, v in kwargs.items() if k not in names})
 
 
-def dry_launches(target: Any, case: Case, then: Any = None) -> tuple[tuple[LaunchKey, ...] | None,
-                                                                     list[LaunchRecord]]:
+def dry_launches(target: Any, case: Case) -> tuple[tuple[LaunchKey, ...] | None, list[LaunchRecord]]:
     """Run `target.launch` on CPU copies of the case's inputs with every kernel launch intercepted
     (no kernel runs): the launches' keys (None when they cannot be told: the launch function failed
-    on CPU tensors, or this Triton is too old) and their records. `then(jit, original, args, grid,
-    kwargs)`, if given, is called for each launch after it is recorded (see backends.precompile)."""
+    on CPU tensors, or this Triton is too old) and their records."""
     keys: list[LaunchKey] = []
     records: list[LaunchRecord] = []
     plan = None
@@ -72,8 +70,6 @@ def dry_launches(target: Any, case: Case, then: Any = None) -> tuple[tuple[Launc
         records.append(launch_record(jit, g, args, call, plan, options))
         if native_specialize_impl is not None:
             keys.append(launch_key(jit, args, kwargs))
-        if then is not None:
-            then(jit, original, args, grid, kwargs)
 
     try:
         plan = LaunchPlan(case, "cpu")

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -205,10 +204,6 @@ class Pool:
         self.spin = spin_seconds() if spin is None else spin
         self.workers: dict[str, Worker] = {}
         self.closed = False
-        # background jobs (compiles ahead of use): waiting per lane, the one running per lane, finished
-        self.queued: dict[str, deque[tuple[Job, float]]] = {}  # lane -> (job, timeout)
-        self.running: dict[str, tuple[Job, float, float]] = {}  # lane -> (job, deadline, timeout)
-        self.finished: list[Outcome] = []
 
     def _env(self, lane: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -225,8 +220,8 @@ class Pool:
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
         env.pop("TRITON_INTERPRET", None)
-        if lane != "gpu" and not lane.startswith("compile"):
-            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU (compile lanes ask its driver)
+        if lane != "gpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
         elif self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         return env
@@ -244,53 +239,8 @@ class Pool:
             if not w.alive:
                 w.start()
 
-    def background(self, jobs: Sequence[Job], timeout: float) -> None:
-        """Queue jobs to run beside everything else, one at a time per lane; they advance whenever
-        the pool is used (`reap`) and never delay a `run_many`."""
-        for job in jobs:
-            self.queued.setdefault(job.spec.lane, deque()).append((job, timeout))
-        self.reap()
-
-    def reap(self, wait: bool = False, cancel: bool = False) -> list[Outcome]:
-        """Collect background jobs that finished (with `wait`, wait for the running ones), start the
-        next of each lane (none with `cancel`, which drops the queued ones); the finished outcomes."""
-        if cancel:
-            self.queued.clear()
-        for lane in sorted(set(self.queued) | set(self.running)):
-            w = self.worker(lane)
-            if lane in self.running:
-                job, deadline, timeout = self.running[lane]
-                conn = w.conn_in
-                ready = conn is None or wait or time.monotonic() >= deadline
-                if not ready:
-                    try:
-                        ready = conn.poll(0)
-                    except (EOFError, OSError):
-                        ready = True
-                if not ready:
-                    continue
-                self.finished.append(w.collect(job, deadline, timeout))
-                del self.running[lane]
-            queue = self.queued.get(lane)
-            if queue:
-                job, timeout = queue.popleft()
-                w.submit(job)
-                self.running[lane] = (job, time.monotonic() + timeout, timeout)
-            if not queue:
-                self.queued.pop(lane, None)
-        if wait and self.running:
-            return self.reap(wait=True, cancel=cancel)
-        done, self.finished = self.finished, []
-        return done
-
     def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
         """Run jobs, each on its spec's lane; jobs of one lane run one after another."""
-        if self.running or self.queued:
-            done = self.reap()  # (not `self.finished += self.reap()`: reap replaces the list it extends)
-            self.finished += done
-            for lane in {j.spec.lane for j in jobs} & set(self.running):  # a lane answers one job at a time
-                job, deadline, waited = self.running.pop(lane)
-                self.finished.append(self.worker(lane).collect(job, deadline, waited))
         results: list[Outcome | None] = [None] * len(jobs)
         queue = list(enumerate(jobs))
         while queue:
@@ -313,8 +263,6 @@ class Pool:
     def close(self, wait: bool = True) -> None:
         """Stop every worker; with `wait=False`, do not wait for them to exit (a GPU worker's CUDA
         teardown takes most of a second), so a finished test process can exit at once."""
-        self.queued.clear()
-        self.running.clear()
         for w in self.workers.values():  # ask every worker to exit first, so they shut down together
             w.ask_to_stop()
         _detached[:] = [p for p in _detached if p.poll() is None]  # reap those that have exited

@@ -52,7 +52,6 @@ class CheckResult:
     compiles: int = 0
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
-    ahead: dict = field(default_factory=dict)  # compiling ahead of use (tdiff.execute.ahead.finish)
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
     known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0
@@ -92,9 +91,12 @@ class CheckResult:
         self.caveats[kind] += 1
         self.caveat_examples.setdefault(kind, text)
 
-    def report(self) -> str:
+    def report(self, notes: bool | None = None) -> str:
+        """The failures' reports, then the notes where `notes` says (by default: where the check failed or
+        errored)."""
         parts = [d.report for d in self.failures]
-        parts += [f"tdiff: {n}" for n in self.notes if self.status in ("failed", "error")]
+        if self.status in ("failed", "error") if notes is None else notes:
+            parts += [f"tdiff: {n}" for n in self.notes]
         return "\n\n".join(parts)
 
     def uncovered(self) -> list[str]:

@@ -34,7 +34,6 @@ def record(result: Any) -> dict:
         "compiles": result.compiles,
         "compile_seconds": round(result.compile_seconds, 3),
         "cache_loads": result.cache_loads,
-        "ahead": result.ahead,
         "budget_skipped": result.budget_skipped,
         "budget_beyond": result.budget_beyond,
         "spec_classes": list(result.spec_classes),
@@ -78,10 +77,6 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
     comp = f", {s['compiles']} compiles ({s['compile_seconds']:.1f}s)" if s["compiles"] else ""
     if s.get("cache_loads"):
         comp += f", {s['cache_loads']} loaded from Triton's cache"
-    ahead = s.get("ahead") or {}
-    if ahead.get("compiles"):
-        comp += (f", {ahead['compiles']} compiled ahead by {ahead['workers']} worker(s) beside the search "
-                 f"({ahead['compile_seconds']:.1f}s of compiles)")
     judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
     label = label or s["status"].upper()
     lines = [f"{label:7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}"
@@ -110,10 +105,6 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
         lines.append(f"          after a hang, runs of this check waited at most {s['hang_timeout']:.1f}s")
     for n in s["notes"]:
         lines.append(f"          note: {n}")
-    errors = ahead.get("errors") or []
-    for e in sorted(set(errors)):
-        lines.append(f"          note: compiling ahead failed for {errors.count(e)} case(s) (the search compiled "
-                     f"what it needed itself): {e}")
     return lines
 
 
@@ -130,7 +121,7 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
     """The run's totals: checks (with pytest's outcomes, where `labels` gives them), cases, time in each
     backend, compiles; the shims used (unless `shims` is False: the table counts them) and why these opinions."""
     totals: dict[str, float] = defaultdict(float)
-    cases = judged = compiles = loads = replayed = ahead = 0
+    cases = judged = compiles = loads = replayed = 0
     compile_seconds = 0.0
     used: dict[str, int] = defaultdict(int)
     for s in summaries:
@@ -139,7 +130,6 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
         judged += s["judged"]
         compiles += s["compiles"]
         loads += s.get("cache_loads", 0)
-        ahead += (s.get("ahead") or {}).get("compiles", 0)
         compile_seconds += s["compile_seconds"]
         for k, v in s["seconds"].items():
             totals[k] += v
@@ -149,8 +139,6 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
     if loads:
         comp += f", {loads} loaded from Triton's cache"
-    if ahead:
-        comp += f" ({ahead} of them compiled ahead of use by compile workers)"
     entries = f" and {replayed} corpus entries" if replayed else ""
     outcomes = f"; {outcome_counts(labels)}" if labels else ""
     lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged){outcomes}; "

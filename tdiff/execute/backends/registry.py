@@ -27,10 +27,6 @@ def make_backend(spec: BackendSpec | str) -> Backend:
         from .dry_launch import SpecializeBackend
 
         return SpecializeBackend(spec)
-    if spec.kind == "precompile":  # compiles ahead of use, never compared
-        from .compile_ahead import PrecompileBackend
-
-        return PrecompileBackend(spec)
     mod, attr = spec.factory
     factory = getattr(importlib.import_module(mod), attr)
     return factory(spec)

@@ -170,23 +170,14 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
     return Plan(choices, cov)
 
 
-def seeded_database(choices: Sequence[tuple], key: bytes, base: Any = None) -> tuple[Any, Any]:
+def seeded_database(choices: Sequence[tuple], key: bytes, base: Any = None) -> Any:
     """An example database holding `choices` under `key` (hypothesis's reuse phase runs them first), over
-    `base` (the run's own database, which keeps what the run saves); and the planned part, whose `restart()`
-    puts it back as it was (each run of a test then starts from the plan alone: a preview run draws the cases
-    the search then draws)."""
+    `base` (the run's own database, which keeps what the run saves)."""
     from hypothesis.database import InMemoryExampleDatabase, MultiplexedDatabase, choices_to_bytes
 
-    # one choice more than the case draws: hypothesis takes an entry it replays exactly for one it shrank
-    # before and would not shrink it again; a planned case that fails is shrunk like a drawn one
-    entries = [choices_to_bytes((*c, 0)) for c in choices]
-
-    class Planned(InMemoryExampleDatabase):
-        def restart(self) -> None:
-            self.data.clear()
-            for e in entries:
-                self.save(key, e)
-
-    mem = Planned()
-    mem.restart()
-    return (mem if base is None else MultiplexedDatabase(mem, base)), mem
+    mem = InMemoryExampleDatabase()
+    for c in choices:
+        # one choice more than the case draws: hypothesis takes an entry it replays exactly for one it shrank
+        # before and would not shrink it again; a planned case that fails is shrunk like a drawn one
+        mem.save(key, choices_to_bytes((*c, 0)))
+    return mem if base is None else MultiplexedDatabase(mem, base)

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import dtypes
-from ..core.backend_spec import is_reference
 from ..core.case import Case, TensorArg
 from ..core.outcome import Outcome
 from ..core.rerun import PERTURBED, ROUNDED, Rerun
@@ -249,7 +248,7 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
             # the case's precision rounds, underflows and overflows on its own
             exact = sensitivity.exact.get(path)  # type: ignore[union-attr]
             if exact is not None and exact.shape == bad.shape and not tol.exact:
-                kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not is_reference(side.backend)]
+                kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not side.role.is_reference]
                 near = np.ones(bad.shape, bool)
                 for v in kernel:
                     d = np.abs(v - exact)

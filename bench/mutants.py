@@ -131,7 +131,7 @@ MUTANTS: list[Mutant] = [
       "range-edge forgiveness without inputs near the dtype's limits (any overflow is forgiven)",
       t("test_nan_where_the_exact_result_is_finite_fails", "test_differences_at_the_range_edge_pass_with_a_note")),
     M("compare-edge-either-side-is-reference", "tdiff/judge/edges.py",
-      'if is_reference(name):  # a reference in the case\'s precision may overflow',
+      'if side.role.is_reference:  # a reference in the case\'s precision may overflow',
       "if True:  # any side at the edge, as if it were a reference that overflowed",
       "range-edge forgiveness treats a kernel side at the edge like a reference that overflowed",
       t("test_differences_at_the_range_edge_pass_with_a_note", "test_nan_where_the_exact_result_is_finite_fails"),
@@ -216,8 +216,8 @@ MUTANTS: list[Mutant] = [
       "a side is blamed when its RMSE to the third opinion is merely larger, not 2x (3x) larger",
       t("test_both_wrong", "test_compiled_wrong", "test_interpreter_wrong", file=V)),
     M("verdict-blame-swapped", "tdiff/judge/verdict.py",
-      'return Verdict(wrong(p.b), [f"{p.a} agrees with the reference, {p.b} does not"',
-      'return Verdict(wrong(p.a), [f"{p.a} agrees with the reference, {p.b} does not"',
+      'return Verdict(_wrong(ev, p.b), [f"{p.a} agrees with the reference, {p.b} does not"',
+      'return Verdict(_wrong(ev, p.a), [f"{p.a} agrees with the reference, {p.b} does not"',
       "the side that agrees with the reference is blamed",
       t("test_slightly_off_compiled_side_is_blamed_by_the_reference", "test_compiled_wrong", "test_interpreter_wrong",
         file=V)),
@@ -253,7 +253,7 @@ MUTANTS: list[Mutant] = [
 
     # ------------------------------------------------------------------ classify.py
     M("classify-limitation-on-any-side", "tdiff/judge/classify.py",
-      'and kind_of(o.backend) == "interpreter" \\\n', "\\\n",
+      'and o.role.kind == "interpreter" \\\n', "\\\n",
       "a 'limitation' error of the compiled backend or the reference sets the pair aside instead of failing",
       list(LIMITS), ["test_only_the_interpreter_has_limitations"]),
     M("classify-limitation-hides-crash", "tdiff/judge/classify.py",
@@ -300,7 +300,7 @@ MUTANTS: list[Mutant] = [
       t("test_loads_outside_the_view_have_their_own_verdict_and_reproducer")
       + ("tests/test_found.py::test_bug_only_on_split_halves",)),
     M("compare-tf32-for-every-pair", "tdiff/judge/compare.py",
-      "    ops = as_run_by(asked, (kind_of(a.backend), kind_of(b.backend)))\n", "    ops = asked\n",
+      "    ops = as_run_by(asked, (a.role.kind, b.role.kind))\n", "    ops = asked\n",
       "a tf32 tl.dot brings its tf32 allowance to pairs neither side of which ran tf32 (an fp16 accumulator passes)",
       t("test_a_float16_accumulator_in_a_tf32_matmul_fails_where_no_side_ran_tf32")
       + t("test_an_error_of_tf32_size_fails_where_no_side_ran_tf32")),

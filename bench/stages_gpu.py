@@ -43,7 +43,6 @@ from tdiff.execute.stages.ir_override import store_dir  # noqa: E402
 from tdiff.execute.stages.passes import control  # noqa: E402
 from tdiff.execute.stages.toolchain import gpu_arch  # noqa: E402
 from tdiff.generate.cases import case_strategy  # noqa: E402
-from tdiff.judge.classify import kind_of  # noqa: E402
 
 LANES = ("compiled[from=ttgir]", "compiled[from=ptx]")
 PLANTS = {  # where a miscompile is planted -> the pass the localizer must name
@@ -225,7 +224,7 @@ def planted_gpu(args) -> None:
                 if div is None or label != "compiled wrong":
                     bad(f"(b) {where}: expected `compiled wrong`, got {r.status} / {label}")
                     continue
-                truth = next(o for k, o in div.evidence.outcomes.items() if kind_of(k) == "interpreter" and o.ok)
+                truth = next(o for o in div.evidence.outcomes.values() if o.role.kind == "interpreter" and o.ok)
 
                 def run(spec, case=div.case, pool=pool):
                     return pool.run_many([Job(check.ref(), spec, case)], check.timeout or 60.0)[0]

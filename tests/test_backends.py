@@ -97,8 +97,8 @@ def test_torch_empty_is_filled_while_a_launch_runs():
 
 
 def test_compiled_variants_parse_label_and_validate():
-    from tdiff.core.backend_spec import BackendSpec
-    from tdiff.judge.classify import kind_of
+    from tdiff.core.backend_spec import BackendSpec, role_of
+    from tdiff.core.backend_spec import label_kind as kind_of
     from tdiff.judge.verdict import wrong
     from tdiff.options import split_backends
 
@@ -107,7 +107,8 @@ def test_compiled_variants_parse_label_and_validate():
     assert s.label == "compiled[num_warps=2,num_stages=1,config=3]" and kind_of(s.label) == "compiled"
     assert BackendSpec.parse("compiled[fp_fusion=off]").launch == (("enable_fp_fusion", False),)
     assert BackendSpec.parse("compiled[fp_fusion=off]").label == "compiled[fp_fusion=off]"
-    assert wrong("compiled[num_warps=2]") == "compiled[num_warps=2] wrong" and wrong("compiled") == "compiled wrong"
+    assert wrong(role_of("compiled[num_warps=2]")) == "compiled[num_warps=2] wrong" \
+        and wrong(role_of("compiled")) == "compiled wrong"
     assert split_backends("compiled,compiled[num_warps=2,num_stages=1]") == ("compiled",
                                                                               "compiled[num_warps=2,num_stages=1]")
     for bad, why in [("compiled[num_warps=x]", "positive integer"), ("compiled[warps=2]", "unknown option"),

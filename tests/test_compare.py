@@ -6,6 +6,7 @@ import torch
 
 from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
+from tdiff.core.outcome import Outcome
 from tdiff.core.tolerance import Tolerance, from_ops
 from tdiff.execute.backends.reference import ReferenceBackend
 from tdiff.execute.interpreter.backend import InterpreterBackend
@@ -315,7 +316,7 @@ def test_a_kernels_nan_is_told_from_the_references_and_from_an_overflow():
                       edge=None if edge is None else np.array(edge), overflow=overflow)
 
     inf, nan = float("inf"), float("nan")
-    pair = SimpleNamespace(a=SimpleNamespace(backend="interpreter"), b=SimpleNamespace(backend="reference"))
+    pair = SimpleNamespace(a=Outcome("interpreter"), b=Outcome("reference"))
     kernel, ref = np.array([nan, nan, nan, 1.0]), np.array([-inf, inf, -inf, 1.0])
     bad = np.array([True, True, True, False])
     # the program that computed elements 0 and 1 loaded an infinity; element 2's only finite inputs

@@ -15,8 +15,8 @@ import pytest
 import tdiff
 from tdiff import options
 from tdiff.core.backend_spec import BackendSpec
+from tdiff.core.backend_spec import label_kind as kind_of
 from tdiff.execute.environments import probe, sys_path_for_other
-from tdiff.judge.classify import kind_of
 
 OTHER = os.environ.get("TDIFF_OTHER_PYTHON")
 OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, max_examples=8, isolation="process")

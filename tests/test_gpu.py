@@ -360,12 +360,14 @@ def test_the_metamorphic_profile_finds_a_kernel_assuming_the_default_num_warps(t
 
 def test_compiled_variants_of_an_elementwise_kernel_agree_bit_for_bit():
     from suites import vector_add
+    from tdiff.core.backend_spec import parse_all
     from tdiff.judge.opinions import Opinions
     from tdiff.judge.targets import view
 
     runner = tdiff.Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
     (check,) = tdiff.checks_of(vector_add.add_kernel)
-    judge = runner.judge(check, runner.new_result(check), Opinions(("compiled", "compiled[num_warps=2]"), ((0, 1),)))
+    judge = runner.judge(check, runner.new_result(check),
+                         Opinions(parse_all(("compiled", "compiled[num_warps=2]")), ((0, 1),)))
     for n in (1, 255, 257, 1000):
         x, y = torch.randn(n), torch.randn(n)
         case = Case({"x": tensor_arg(x), "y": tensor_arg(y)})

@@ -8,6 +8,7 @@ import pytest
 
 import tdiff
 from tdiff.core.backend_spec import BackendSpec
+from tdiff.core.outcome import Outcome
 from tdiff.drive import localize as loc_mod
 from tdiff.execute.stages import StageUnsupported
 from tdiff.judge.verdict import Verdict
@@ -66,8 +67,9 @@ def test_a_localizer_that_cannot_run_says_why_and_the_divergence_stands(monkeypa
 
 
 def test_only_a_compiled_lane_compiled_from_source_is_localized():
-    roles = {"compiled": BackendSpec("compiled"), "interpreter": BackendSpec("interpreter"),
-             "compiled[from=ttgir]": BackendSpec("compiled", stage="ttgir")}
+    roles = {label: Outcome(label, spec=spec) for label, spec in (
+        ("compiled", BackendSpec("compiled")), ("interpreter", BackendSpec("interpreter")),
+        ("compiled[from=ttgir]", BackendSpec("compiled", stage="ttgir")))}
     assert loc_mod.wrong_compiled_role(Verdict("compiled wrong", ["x"], pair=("compiled", "interpreter"),
                                                kind="values"), roles) == "compiled"
     assert loc_mod.wrong_compiled_role(Verdict("interpreter wrong", ["x"], pair=("compiled", "interpreter"),

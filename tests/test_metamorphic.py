@@ -12,7 +12,7 @@ import torch
 
 import tdiff
 from tdiff import options
-from tdiff.core.backend_spec import BackendSpec
+from tdiff.core.backend_spec import BackendSpec, parse_all
 from tdiff.core.case import Case
 from tdiff.core.rerun import REFERENCE_RUN
 from tdiff.drive.runner import Runner
@@ -36,7 +36,7 @@ def test_an_autotuned_kernel_compares_its_configs():
 def test_a_plain_kernel_compares_launch_option_variants_and_asks_the_reference_only_on_divergence():
     from suites import vector_add
 
-    op = choose(_check(vector_add.add_kernel), ("metamorphic",), lambda: True)
+    op = choose(_check(vector_add.add_kernel), parse_all(("metamorphic",)), lambda: True)
     assert op.labels == OPTION_VARIANTS and "reference" not in op.labels
     assert len(op.pairs) == 6 and op.reference_on_divergence
 
@@ -44,7 +44,7 @@ def test_a_plain_kernel_compares_launch_option_variants_and_asks_the_reference_o
 def test_without_a_gpu_the_profile_says_it_did_not_run():
     from suites import vector_add
 
-    op = choose(_check(vector_add.add_kernel), ("metamorphic",), lambda: False)
+    op = choose(_check(vector_add.add_kernel), parse_all(("metamorphic",)), lambda: False)
     assert op.labels == ("interpreter", "reference")
     assert op.note.startswith("no CUDA GPU: the metamorphic profile (compiled variants) was not run")
 
@@ -65,7 +65,7 @@ def test_metamorphic_stands_alone():
 def _judge(kernel, specs):
     runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
     check = _check(kernel)
-    opinions = Opinions(specs, ((0, 1),), "test", ("reference",))
+    opinions = Opinions(parse_all(specs), ((0, 1),), "test", parse_all(("reference",)))
     return runner.judge(check, runner.new_result(check), opinions)
 
 

@@ -14,6 +14,7 @@ import torch
 import tdiff
 from tdiff import options as options_mod
 from tdiff.core import kernels
+from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
 from tdiff.core.settings import RunOptions
 from tdiff.declaration import checks_of
@@ -207,7 +208,7 @@ def test_a_compiled_verdict_is_reduced_conservatively_without_a_gpu():
     oracle = rk.Oracle(judge, case, compiled, {}, 30)
     body = kernel.index("\n") + 1
     broken = kernel[:body] + "    unused = [i for i in range(2)]\n" + kernel[body:]  # Python, not Triton
-    assert oracle.candidate({key: broken}).run(case, [judge.spec("interpreter")])[0].error is None
+    assert oracle.candidate({key: broken}).run(case, [judge.spec(BackendSpec("interpreter"))])[0].error is None
     assert not rk.compiles(oracle.candidate({key: broken}).check, case)
     # so the oracle rejects a candidate that interprets as the original does but would not compile
     here, again = judge.verdict(case)
@@ -299,7 +300,7 @@ def test_a_kernel_without_its_unused_parameters_takes_the_original_launch():
     case = _rows_case()
     verdict, ev = judge.verdict(case)
     oracle = rk.Oracle(judge, case, verdict, ev.outcomes, timeout=30)
-    interpreter = [judge.spec("interpreter")]
+    interpreter = [judge.spec(BackendSpec("interpreter"))]
     want = oracle.candidate({}).run(case, interpreter)[0]
     got = oracle.candidate({key: fewer}).run(case, interpreter)[0]
     assert got.error is None and rk.same_outputs({"i": got}, {"i": want}, case, None)

@@ -316,7 +316,7 @@ def test_an_inexact_round_trip_is_checked_bit_for_bit(add, monkeypatch):
 
 
 def test_lane_problems_are_their_own_error_kind(tmp_path):
-    backend = make_backend("compiled[from=ttgir]")
+    backend = make_backend(BackendSpec.parse("compiled[from=ttgir]"))
     assert backend.lane is not None and backend.name == "compiled[from=ttgir]"
     info = backend._error(LaneError(IR_SPECIALIZATION, "no launch of this case is its specialization"))
     assert (info.kind, info.limitation) == ("lane", IR_SPECIALIZATION)
@@ -540,8 +540,8 @@ def test_localize_refuses_without_a_gpu_arch(monkeypatch):
     with pytest.raises(support.StageUnsupported, match="compute capability"):
         localizer.localize(checks_of(sk.add_kernel)[0], _case(), run=None, agrees=None)
     with pytest.raises(ValueError, match="not a compiled lane"):
-        localizer.localize(checks_of(sk.add_kernel)[0], _case(), run=None, agrees=None, spec="compiled[from=ttgir]",
-                          arch=ARCH)
+        localizer.localize(checks_of(sk.add_kernel)[0], _case(), run=None, agrees=None,
+                           spec=BackendSpec.parse("compiled[from=ttgir]"), arch=ARCH)
 
 
 def test_the_store_folder_is_this_sessions():

@@ -566,6 +566,7 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
 
 def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
     from tdiff.core import dtypes
+    from tdiff.core.outcome import Outcome
     from tdiff.judge.compare import TargetPair, compare_targets
     from tdiff.judge.comparison import Comparison
     from tdiff.judge.rules import Rules
@@ -579,7 +580,7 @@ def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
     class Sampled:  # an interpreter outcome that ran a sample of the programs (both elements' program)
         targets = {"t": ta}
 
-    cmp = Comparison(type("O", (), {"backend": "a"})(), type("O", (), {"backend": "b"})())
+    cmp = Comparison(Outcome("a"), Outcome("b"))
     rule = Rules().target("t", ta.dtype, set(), False)
     compare_targets(TargetPair("t", ta, tb, rule, None, Sampled()), Case({}), Rules(), cmp, set())
     assert cmp.mismatches, "2**60 and 2**60 + 1 compared equal"

@@ -1,11 +1,13 @@
 """Which backend, with which options: `BackendSpec`, parsed once from what users write (`compiled`,
-`interpreter:reversed`, `compiled[num_warps=2]`, `interpreter@/venv/bin/python`, `pkg.mod:Factory`), and the one
-place that reads a backend's display label back (`label_kind`, `label_lane`, ...): no other module splits one."""
+`interpreter:reversed`, `compiled[num_warps=2]`, `interpreter@/venv/bin/python`, `pkg.mod:Factory`); the worker
+`Lane` a spec runs on; and the one place that reads a backend's display label back: `role_of` makes the `Role` an
+outcome plays from the label its backend gave it. No other module splits a label."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -159,11 +161,28 @@ class BackendSpec:
         return self.kind in ("compiled", METAMORPHIC) or (self.device or "").startswith("cuda")
 
     @property
-    def lane(self) -> str:
+    def lane(self) -> Lane:
         """Which worker process runs this spec: GPU work and CPU work run side by side."""
         # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
-        lane = "gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu")
-        return f"{lane}@{self.python}" if self.python else lane
+        return Lane("gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu"),
+                    self.python)
+
+
+class Lane(str):
+    """A worker's key (`BackendSpec.lane`), as a string `work` or `work@python` (`cpu@/venv/bin/python`), that
+    keeps its parts: `work`, the kind of work its worker does (`gpu`, `cpu`, `ref`, `compile0`), and `python`,
+    another environment's Python (None: this one)."""
+
+    work: str
+    python: str | None
+
+    def __new__(cls, work: str, python: str | None = None) -> Lane:
+        self = super().__new__(cls, f"{work}@{python}" if python else work)
+        self.work, self.python = work, python
+        return self
+
+    def __reduce__(self) -> tuple:
+        return Lane, (self.work, self.python)
 
 
 #: launch options a compiled variant may set: as written in a spec -> as Triton's launch takes them
@@ -268,11 +287,38 @@ def short_path(path: str) -> str:
 
 # ------------------------------------------------------------------ reading a label back
 
-def lane_parts(lane: str) -> tuple[str, str | None]:
-    """A worker lane (`BackendSpec.lane`) as (its kind of work, the other environment's Python or None):
-    `cpu@/venv/bin/python` -> ("cpu", "/venv/bin/python")."""
-    base, _, python = lane.partition("@")
-    return base, python or None
+@dataclass(frozen=True)
+class Role:
+    """What an outcome's backend plays in a case, read once from the label it gave the outcome (`Outcome.role`).
+    The label, not the spec, says it: a backend names what it plays (the test backend `tests.faulty:FakeCompiledWrong`
+    plays `compiled`), and the judge primes a repeated opinion (`compiled'`: the second `compiled`)."""
+
+    label: str
+    kind: str  # compiled, interpreter, reference, or the label's own (a repeated `compiled'` is its own kind)
+    base: str  # the kind, a repeated opinion's too (`compiled'` -> compiled)
+    lane: str  # the opinion without its run options (`compiled[num_warps=2]:cuda` -> `compiled[num_warps=2]`)
+    options: tuple[str, ...]  # its run options, in order (`interpreter:reversed:fp64` -> reversed, fp64)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.kind == "reference"
+
+    @property
+    def elsewhere(self) -> bool:
+        """Run by another Python (`interpreter@/venv/bin/python`)."""
+        return "@" in self.lane
+
+    @property
+    def variant(self) -> bool:
+        """A compiled variant (`compiled[num_warps=2]`)."""
+        return "[" in self.lane
+
+
+@lru_cache(maxsize=1024)
+def role_of(label: str) -> Role:
+    """The role a label names (`Outcome.role`; a divergence's sides stored in the corpus)."""
+    return Role(label, label_kind(label), label_kind(label, unprimed=True), label_lane(label),
+                tuple(label.split(":")[1:]))
 
 
 def label_lane(label: str) -> str:
@@ -286,17 +332,3 @@ def label_kind(label: str, unprimed: bool = False) -> str:
     (`compiled'`) is its own kind unless `unprimed` (then `compiled`)."""
     lane = label_lane(label)
     return (lane.rstrip("'") if unprimed else lane).split("[")[0].split("@")[0]
-
-
-def is_reference(label: str) -> bool:
-    return label_kind(label) == "reference"
-
-
-def in_other_environment(label: str) -> bool:
-    """A lane run by another Python (`interpreter@/venv/bin/python`)."""
-    return "@" in label_lane(label)
-
-
-def is_variant(label: str) -> bool:
-    """A compiled variant (`compiled[num_warps=2]`)."""
-    return "[" in label_lane(label)

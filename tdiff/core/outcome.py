@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend_spec import BackendSpec
+from .backend_spec import BackendSpec, Role, role_of
 from .rerun import Rerun
 
 CANARY = b"\xa5" * 4  # repeated over every guard band; an odd finite value in every float type (read + write shows)
@@ -237,6 +237,12 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def role(self) -> Role:
+        """What this outcome's backend plays in the case (compiled, interpreter, reference, ...), as its label
+        `backend` says (`Role`)."""
+        return role_of(self.backend)
 
     def grid(self) -> tuple[int, int, int] | None:
         return self.launches[-1].grid if self.launches else None

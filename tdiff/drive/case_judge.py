@@ -87,8 +87,8 @@ class CaseJudge:
         self.timeouts = Timeouts(self.check.timeout or self.options.timeout)
 
     # -- running -----------------------------------------------------------------
-    def spec(self, text: str | BackendSpec) -> BackendSpec:
-        spec = BackendSpec.parse(text)
+    def spec(self, spec: BackendSpec) -> BackendSpec:
+        """`spec` as this check runs it (the interpreter with the check's pointer checks, masked loads, sampling)."""
         if spec.kind == "interpreter":
             spec = spec.with_(check_pointers=self.check.check_pointers, masked=self.check.masked_loads)
             size = self.check.sample_programs if self.check.sample_programs is not None else self.options.sample_size

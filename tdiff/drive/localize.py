@@ -7,24 +7,26 @@ judged against in the final verdict (the interpreter, the reference).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN
 from ..execute.stages import StageUnsupported, localize
-from ..judge.classify import kind_of
 from ..judge.evidence import Evidence, gather
 from ..judge.verdict import Verdict
 
 
-def wrong_compiled_role(verdict: Verdict, roles: dict[str, Any]) -> str | None:
-    """The label of the compiled lane a verdict says is wrong (compiled from source), or None."""
+def wrong_compiled_role(verdict: Verdict, outcomes: Mapping[str, Outcome]) -> str | None:
+    """The label of the compiled lane a verdict says is wrong (compiled from source), or None. `outcomes`: the
+    verdict's evidence, by label (each outcome's role and spec)."""
     if not verdict.failed or not verdict.label.endswith(" wrong") or verdict.pair is None:
         return None
     for label in verdict.pair:
-        spec = roles.get(label)
-        if spec is not None and kind_of(label) == "compiled" and verdict.label.startswith("compiled") \
+        o = outcomes.get(label)
+        spec = o.spec if o is not None else None
+        if o is not None and spec is not None and o.role.kind == "compiled" and verdict.label.startswith("compiled") \
                 and not (spec.stage or spec.ir or spec.python):
             return label
     return None
@@ -32,7 +34,7 @@ def wrong_compiled_role(verdict: Verdict, roles: dict[str, Any]) -> str | None:
 
 def which_pass(judge: Any, case: Case, verdict: Verdict, ev: Evidence) -> str | None:
     """One line for the report ("which pass: ..."), or None where the verdict is not `compiled wrong`."""
-    role = wrong_compiled_role(verdict, judge.roles)
+    role = wrong_compiled_role(verdict, ev.outcomes)
     if role is None:
         return None
     others = {k: o for k, o in ev.outcomes.items() if k != role and o.error is None}

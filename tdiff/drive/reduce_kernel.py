@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..core import dtypes, kernels
-from ..core.backend_spec import BackendSpec, label_kind
+from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..execute.workers import InProcess
@@ -83,16 +83,12 @@ def _same(got: Verdict, want: Verdict) -> bool:
             and tuple(got.pair or ()) == tuple(want.pair or ()))
 
 
-def _kernel_side(label: str) -> bool:
-    return label_kind(label, unprimed=True) != "reference"
-
-
 def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case,
                  targets: tuple[str, ...] | None) -> bool:
     """Each kernel-side outcome of `want` (by label) has its twin in `got` with the same `targets` (None: every
     target), bit for bit (the same kind of error where it failed)."""
     for label, w in want.items():
-        if not _kernel_side(label):
+        if w.role.base == "reference":  # (not a run of the kernel)
             continue
         g = got.get(label)
         if g is None or (g.error is None) != (w.error is None):
@@ -182,7 +178,7 @@ class Oracle:
     def kernel_specs(self, cj: CaseJudge) -> list[BackendSpec]:
         """The opinions that run the kernel (not the reference; only the interpreter where the compiled
         backend cannot run here)."""
-        return [cj.spec(s) for s in self.judge.opinions.backends if _kernel_side(cj.spec(s).label)]
+        return [cj.spec(s) for s in self.judge.opinions.backends if s.kind != "reference"]
 
     def outputs(self, cj: CaseJudge, case: Case) -> dict[str, Outcome]:
         specs = self.kernel_specs(cj)
@@ -245,7 +241,7 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return f"no reproducer replays a divergence of this kind ({verdict.label})"
     if not any(o.launches for o in ev.outcomes.values()):
         return "no kernel was launched: the divergence is in `launch`, before the kernel runs"
-    compiled = any(label_kind(s, unprimed=True) == "compiled" for s in (verdict.pair or ()))
+    compiled = any(ev.role(s).base == "compiled" for s in verdict.pair or ())
     interpreter_only = compiled and "compiled" not in judge.opinions.kinds
     slowest = max([o.seconds for o in ev.outcomes.values()] or [0.0])
     timeout = min(judge.timeouts.current(), max(MIN_TIMEOUT, TIMEOUT_FACTOR * slowest))

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import kernels
-from ..core.backend_spec import label_kind
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.settings import RunOptions
@@ -241,9 +240,9 @@ class Runner:
             result.other_versions[recorded_under] += 1
             result.notes.append(f"corpus entry {entry.path} was recorded under {recorded_under}; replayed here under "
                                 f"triton {corpus_mod.triton_here()}")
-        pair = (meta.get("divergence") or {}).get("pair") or ()
-        backends_here = {label_kind(b.label, unprimed=True) for b in judge.opinions.backends}
-        if known and any(label_kind(b, unprimed=True) == "compiled" for b in pair) \
+        sides = corpus_mod.recorded_sides(meta)
+        backends_here = {b.kind for b in judge.opinions.backends}
+        if known and any(s.base == "compiled" for s in sides) \
                 and backends_here <= {"interpreter", "reference"}:
             # (it would read as fixed: the backend that showed it did not run)
             result.notes.append(f"corpus entry {entry.path} could not be judged here: its known divergence is the "

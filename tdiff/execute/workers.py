@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from ..core.backend_spec import BackendSpec, lane_parts
+from ..core.backend_spec import BackendSpec, Lane
 from ..core.outcome import ErrorInfo, Outcome
 from . import wire
 from .backends.run_case import run_case
@@ -195,6 +195,11 @@ class Worker:
             self.proc.wait()
 
 
+def _lane(lane: str) -> Lane:
+    """`lane` as a `Lane` (`BackendSpec.lane`); a plain string names a lane of this Python (`cpu`, `ref`)."""
+    return lane if isinstance(lane, Lane) else Lane(lane)
+
+
 class Pool:
     """Workers by lane ("gpu", "cpu", "ref"); jobs on different lanes run at the same time."""
 
@@ -207,7 +212,8 @@ class Pool:
 
     def _env(self, lane: str) -> dict[str, str]:
         env = dict(os.environ)
-        lane, python = lane_parts(lane)
+        own = _lane(lane)
+        python, work = own.python, own.work
         env["TDIFF_SYS_PATH"] = json.dumps(sys.path)
         if python:  # another environment: this checkout and the user's code, its own packages
             from .environments import sys_path_for_other
@@ -215,12 +221,12 @@ class Pool:
             env["TDIFF_SYS_PATH"] = json.dumps(sys_path_for_other())
             env["TDIFF_OTHER_ENV"] = python
             env.pop("PYTHONHOME", None)
-        env["TDIFF_WORKER"] = lane
+        env["TDIFF_WORKER"] = work
         env.setdefault("PYTHONFAULTHANDLER", "1")
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
         env.pop("TRITON_INTERPRET", None)
-        if lane != "gpu":
+        if work != "gpu":
             env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
         elif self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
@@ -229,7 +235,7 @@ class Pool:
     def worker(self, lane: str) -> Worker:
         w = self.workers.get(lane)
         if w is None:
-            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin, lane_parts(lane)[1])
+            w = self.workers[lane] = Worker(lane, self._env(lane), self.spin, _lane(lane).python)
         return w
 
     def warm(self, lanes: Sequence[str]) -> None:

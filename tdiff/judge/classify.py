@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import limitations
-from ..core.backend_spec import label_kind
 from ..core.outcome import Outcome
 
 JUDGE, DISCARD, FAIL = "judge", "discard", "fail"
@@ -28,19 +27,14 @@ class Classification:
         return self.action == JUDGE
 
 
-def kind_of(backend: str) -> str:
-    """`compiled`, `interpreter`, `reference` or the label itself (other backends)."""
-    return label_kind(backend)
-
-
 def is_limitation(o: Outcome) -> bool:
-    return o.error is not None and o.error.kind == "limitation" and kind_of(o.backend) == "interpreter" \
+    return o.error is not None and o.error.kind == "limitation" and o.role.kind == "interpreter" \
         and bool(o.error.limitation)
 
 
 def is_lane_problem(o: Outcome) -> bool:
     """A compiled stage lane that could not give its opinion on this Triton (`compiled[from=ttgir]`)."""
-    return o.error is not None and o.error.kind == "lane" and kind_of(o.backend) == "compiled" \
+    return o.error is not None and o.error.kind == "lane" and o.role.kind == "compiled" \
         and o.error.limitation in limitations.LANE_PROBLEMS
 
 

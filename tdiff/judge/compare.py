@@ -15,11 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..core import dtypes
-from ..core.backend_spec import is_reference
 from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
-from .classify import kind_of
 from .closeness import close, closeness, describe_values, value_mismatch
 from .comparison import Comparison, Mismatch
 from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
@@ -63,7 +61,7 @@ def coarse_scale(case: Case, numel: int, ops: set[str] | None) -> float:
 
 def _has_reference(cmp: Comparison) -> bool:
     """Whether one side of the comparison is the check's reference (not a backend of the kernel)."""
-    return any(is_reference(o.backend) for o in (cmp.a, cmp.b))
+    return any(o.role.is_reference for o in (cmp.a, cmp.b))
 
 
 def _guide_target(rules: Rules, va: View, vb: View, path: str) -> Target | None:
@@ -181,7 +179,7 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
         m.message += "; " + unexplained
     if infinite is not None and infinite.any():
         exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
-        m.message += "; " + describe_infinite_nan(va, vb, infinite, names, exact)
+        m.message += "; " + describe_infinite_nan(va, vb, infinite, cmp, exact)
     if narrow:
         m.narrowing = narrow
         m.message += " (" + describe_narrowing(path, narrow, ta, case) + ")"
@@ -216,12 +214,12 @@ def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comp
         cmp.mismatches.append(m)
 
 
-def returned_by(side: str, structure: Any) -> str:
+def returned_by(side: Outcome, structure: Any) -> str:
     """What one side returned, naming the side that produced it: the check's reference is not a run
     of `launch`."""
-    if kind_of(side) == "reference":
+    if side.role.kind == "reference":
         return f"the reference returned {describe_structure(structure)}"
-    return f"`launch` returned {describe_structure(structure)} under {side}"
+    return f"`launch` returned {describe_structure(structure)} under {side.backend}"
 
 
 def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> Comparison:
@@ -231,7 +229,7 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
     reference = _has_reference(cmp)
     va, vb = view(a, case), view(b, case)
     asked = rules.ops(va, vb)
-    ops = as_run_by(asked, (kind_of(a.backend), kind_of(b.backend)))
+    ops = as_run_by(asked, (a.role.kind, b.role.kind))
     cmp.ieee_dots = ops != asked
     tf32_ops = asked if cmp.ieee_dots else None  # what a tf32 dot would have been allowed
     traced = any(v is not None and v.outcome.trace is not None for v in (rules.guide, va, vb))
@@ -239,7 +237,6 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
     sampled = _sampled(va, vb)
     if rules.guide is not None and rules.guide.outcome.trace is not None and rules.guide.outcome.trace.sampled:
         sampled = sampled or rules.guide
-    names = (a.backend, b.backend)
     for name in case.tensors():
         ta, tb = va.targets.get(name), vb.targets.get(name)
         if ta is None or tb is None:
@@ -248,8 +245,8 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
         compare_targets(TargetPair(name, ta, tb, rule, _guide_target(rules, va, vb, name), sampled), case, rules,
                         cmp, ops)
     if va.structure != vb.structure:
-        cmp.mismatches.append(Mismatch("returned", "structure", f"{returned_by(names[0], va.structure)}, "
-                                                                f"{returned_by(names[1], vb.structure)}"))
+        cmp.mismatches.append(Mismatch("returned", "structure", f"{returned_by(a, va.structure)}, "
+                                                                f"{returned_by(b, vb.structure)}"))
         return cmp
     for path, ta in va.targets.items():
         tb = vb.targets.get(path)

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..core import dtypes
-from ..core.backend_spec import is_reference
 from ..core.case import Case
 from ..core.outcome import narrowing_casts
 from ..core.tolerance import Tolerance, resolve
@@ -108,8 +107,8 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
         # relative to the exact value, not to the element's dataflow scale (widened to the loaded inputs where an
         # overflow happened upstream: it would call any value "close")
         loose = Tolerance(rtol=tol.loosened(4).rtol, atol=tol.atol)
-        for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
-            if is_reference(name):  # a reference in the case's precision may overflow
+        for ref, other, side in ((va, vb, cmp.a), (vb, va, cmp.b)):
+            if side.role.is_reference:  # a reference in the case's precision may overflow
                 at_edge = range_edge(ref, ref, dt)
                 reference_overflowed |= candidates & at_edge & close(other, t, loose)
     elif coarse and rules.fp64 is None:
@@ -120,8 +119,8 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
         beyond = both & overflows(problem, dt)
     elif rules.measurable and rules.sensitivity is None:  # (a kernel computing 4x instead of 2x overflows in float64
         kernels, beyond = beyond, none.copy()  # too: its float64 run is no evidence of what the problem gives)
-    for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
-        if is_reference(name):  # the reference says the result does not fit the dtype: a NaN (inf -
+    for ref, other, side in ((va, vb, cmp.a), (vb, va, cmp.b)):
+        if side.role.is_reference:  # the reference says the result does not fit the dtype: a NaN (inf -
             # inf on the way) or a value saturating towards the same infinity is all this dtype can give
             with np.errstate(invalid="ignore"):
                 beyond |= both & np.isinf(ref) & (np.isnan(other) | (np.sign(other) == np.sign(ref)))
@@ -178,24 +177,24 @@ def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target
     if not fed.any():
         return none
     found = none.copy()
-    for ref, other, name in ((va, vb, cmp.a.backend), (vb, va, cmp.b.backend)):
-        if is_reference(name):
+    for ref, other, side in ((va, vb, cmp.a), (vb, va, cmp.b)):
+        if side.role.is_reference:
             found |= np.isinf(ref) & np.isnan(other)
     if exact is not None and exact.shape == bad.shape:
-        for side, name in ((va, cmp.a.backend), (vb, cmp.b.backend)):
-            if not is_reference(name):  # (a reference's own NaN is not the kernel's)
-                found |= np.isinf(exact.values) & np.isnan(side)
+        for values, side in ((va, cmp.a), (vb, cmp.b)):
+            if not side.role.is_reference:  # (a reference's own NaN is not the kernel's)
+                found |= np.isinf(exact.values) & np.isnan(values)
     return found & fed
 
 
-def describe_infinite_nan(va: np.ndarray, vb: np.ndarray, infinite: np.ndarray, names: tuple[str, str],
+def describe_infinite_nan(va: np.ndarray, vb: np.ndarray, infinite: np.ndarray, cmp: Comparison,
                           exact: Target | None) -> str:
     """The mismatch text for `_infinite_nan`'s elements."""
     j = tuple(int(v) for v in np.argwhere(infinite)[0]) if infinite.ndim else ()
     a, b = float(va[j]), float(vb[j])
-    if np.isinf(a) and np.isnan(b) and is_reference(names[0]):
+    if np.isinf(a) and np.isnan(b) and cmp.a.role.is_reference:
         who, value = "the reference", a
-    elif np.isinf(b) and np.isnan(a) and is_reference(names[1]):
+    elif np.isinf(b) and np.isnan(a) and cmp.b.role.is_reference:
         who, value = "the reference", b
     else:
         who, value = "the float64 run", float(exact.values[j]) if exact is not None else math.inf

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from ..core.backend_spec import Role, role_of
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
 from . import integrity, sensitivity
-from .classify import Classification, classify, kind_of
+from .classify import Classification, classify
 from .compare import compare
 from .comparison import Comparison
 from .rules import Rules
@@ -53,8 +54,14 @@ class Evidence:
                 return p
         return None
 
+    def role(self, label: str) -> Role:
+        """What the side labelled `label` plays: its outcome's role; for a side this evidence has no outcome of (a
+        verdict's from another run, the reference asked on divergence), what its label says."""
+        o = self.outcomes.get(label)
+        return o.role if o is not None else role_of(label)
+
     def roles(self, kind: str) -> list[str]:
-        return [r for r in self.outcomes if kind_of(r) == kind]
+        return [r for r, o in self.outcomes.items() if o.role.kind == kind]
 
     def add(self, key: Rerun, outcome: Outcome) -> None:
         self.extra[key] = outcome
@@ -77,7 +84,7 @@ def _reordered_or_upcast(o: Outcome) -> bool:
     """An interpreter run in another program order or in float64 (its trace does not guide tolerances)."""
     if o.spec is not None:
         return o.spec.order != "forward" or o.spec.upcast
-    return o.backend.endswith(("reversed", "shuffled", "fp64"))  # an outcome built without a judge (tests)
+    return o.role.options[-1:] in (("reversed",), ("shuffled",), ("fp64",))  # built without a judge (tests)
 
 
 def same_path(run: Outcome, fp64: Outcome) -> bool:
@@ -128,7 +135,7 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     if measured is not None:
         ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})  # type: ignore[index]
     for label, o in outcomes.items():
-        ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=kind_of(label) != "reference")
+        ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=o.role.kind != "reference")
     for a, b in pairs if pairs is not None else combinations(outcomes, 2):
         c = classify(outcomes[a], outcomes[b])
         ev.pairs.append(Pair(a, b, c, compare(outcomes[a], outcomes[b], case, rules) if c.judged else None))

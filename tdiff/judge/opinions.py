@@ -14,21 +14,23 @@ from itertools import combinations
 from typing import Any
 
 from ..core import kernels
-from ..core.backend_spec import METAMORPHIC, BackendSpec, default_backends, parse_all
+from ..core.backend_spec import METAMORPHIC, BackendSpec, default_backends, labels
 
 REFERENCE = BackendSpec("reference")
 
 
 @dataclass(frozen=True)
 class Opinions:
-    backends: tuple[BackendSpec, ...]  # the backends run on every case (strings are parsed once, here)
+    backends: tuple[BackendSpec, ...]  # the backends run on every case (parsed where the run or the check named them)
     pairs: tuple[tuple[int, int], ...]  # which of them are compared (indices into backends)
     note: str | None = None  # why these (e.g. no GPU)
     on_divergence: tuple[BackendSpec, ...] = ()  # third opinions run only when the others disagree (the reference)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "backends", parse_all(self.backends))
-        object.__setattr__(self, "on_divergence", parse_all(self.on_divergence))
+        object.__setattr__(self, "backends", tuple(self.backends))
+        object.__setattr__(self, "on_divergence", tuple(self.on_divergence))
+        if not all(isinstance(b, BackendSpec) for b in (*self.backends, *self.on_divergence)):
+            raise TypeError("Opinions hold BackendSpecs, parsed where users named them (the run's options, @check)")
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -62,7 +64,9 @@ class Opinions:
 #: at most this many autotune configs are compared with each other per check
 MAX_CONFIGS = 4
 #: the option variants of a kernel that is not autotuned
-OPTION_VARIANTS = ("compiled", "compiled[num_warps=2]", "compiled[num_warps=8]", "compiled[num_stages=1]")
+VARIANT_SPECS = (BackendSpec("compiled"), *(BackendSpec("compiled", launch=(option,))
+                                           for option in (("num_warps", 2), ("num_warps", 8), ("num_stages", 1))))
+OPTION_VARIANTS = labels(VARIANT_SPECS)  # as displayed: compiled, compiled[num_warps=2], ...
 
 
 def metamorphic(check: Any) -> Opinions:
@@ -73,13 +77,13 @@ def metamorphic(check: Any) -> Opinions:
     n = len(kernels.configs(check.kernel))
     if n >= 2:
         indices = list(check.configs) if check.configs else list(range(n))
-        chosen = [f"compiled[config={i}]" for i in indices[:MAX_CONFIGS]]
+        chosen = [BackendSpec("compiled", config=i) for i in indices[:MAX_CONFIGS]]
         note = f"metamorphic: autotune configs {', '.join(map(str, indices[:MAX_CONFIGS]))} of {n} compared"
     else:
-        chosen = list(OPTION_VARIANTS)
+        chosen = list(VARIANT_SPECS)
         note = "metamorphic: launch-option variants compared"
     if len(chosen) < 2:
-        chosen = list(OPTION_VARIANTS)
+        chosen = list(VARIANT_SPECS)
     third = (REFERENCE,) if check.reference is not None else ()
     note += "; the reference is asked only when they disagree" if third else "; no reference: a disagreement is " \
         "judged against the interpreter in float64"
@@ -89,7 +93,7 @@ def metamorphic(check: Any) -> Opinions:
 def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
     """The opinions for a check: its own `backends=`, else the run's, else the machine's default,
     plus its reference."""
-    chosen = list(parse_all(check.backends or backends or ()))
+    chosen = list(check.backends or backends or ())
     note = None
     if [b.kind for b in chosen] == [METAMORPHIC]:
         if gpu_available():

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.backend_spec import in_other_environment, label_kind, label_lane
 from ..core.static_ops import ORDER_TAG
 from ..core.tolerance import Tolerance, from_ops, resolve
 from .sensitivity import Sensitivity
@@ -122,8 +121,8 @@ def _same_code(views: tuple[View, ...]) -> bool:
     compiled or variants that change warps, stages, CTAs, registers or the config, not fp fusion (which
     decides whether `a * b + c` rounds once or twice), and that ran the kernel (its source is known)."""
     for v in views:
-        label = v.outcome.backend
-        if label_kind(label) != "compiled" or "fp_fusion" in label_lane(label) or in_other_environment(label):
+        role = v.outcome.role
+        if role.kind != "compiled" or "fp_fusion" in role.lane or role.elsewhere:
             return False
         if not v.outcome.launches:
             return False

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import dtypes
-from ..core.backend_spec import is_reference
 from ..core.case import Case, TensorArg
 from ..core.outcome import Outcome
 from ..core.rerun import PERTURBED, ROUNDED, Rerun
@@ -341,7 +340,7 @@ def _within(va: np.ndarray, vb: np.ndarray, tol: Tolerance, spread: np.ndarray, 
         within = np.isinf(spread) | (np.abs(va - vb) <= strict + margin)
         exact = sensitivity.exact.get(path)
         if exact is not None and exact.shape == within.shape and not tol.exact:
-            kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not is_reference(side.backend)]
+            kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not side.role.is_reference]
             near = np.ones(within.shape, bool)
             for v in kernel:
                 d = np.abs(v - exact)

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.backend_spec import in_other_environment, is_variant, label_lane
+from ..core.backend_spec import Role
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
 from . import integrity, sensitivity
-from .classify import DISCARD, FAIL, describe_discard, kind_of
+from .classify import DISCARD, FAIL, describe_discard
 from .closeness import value_mismatch
 from .compare import coarse_scale
 from .comparison import Comparison, Forgiven
@@ -94,15 +94,24 @@ class Verdict:
         return self.label if not self.reasons else f"{self.label}: {self.reasons[0]}"
 
 
-def wrong(backend: str) -> str:
-    kind = kind_of(backend)
-    if in_other_environment(backend) or (kind == "compiled" and is_variant(backend)):  # say which
-        return f"{label_lane(backend)} wrong"
-    if kind == "compiled":
+def wrong(role: Role) -> str:
+    """The verdict that blames the side playing `role`."""
+    if role.elsewhere or (role.kind == "compiled" and role.variant):  # say which
+        return f"{role.lane} wrong"
+    if role.kind == "compiled":
         return COMPILED_WRONG
-    if kind == "interpreter":
+    if role.kind == "interpreter":
         return INTERPRETER_WRONG
-    return f"{backend} wrong"
+    return f"{role.label} wrong"
+
+
+def _wrong(ev: Evidence, side: str) -> str:
+    return wrong(ev.role(side))
+
+
+def _kind(ev: Evidence, side: str) -> str:
+    """What the side labelled `side` plays in the case: compiled, interpreter, reference, ... (`Role.kind`)."""
+    return ev.role(side).kind
 
 
 def _notes(ev: Evidence) -> list[tuple[str, str]]:
@@ -173,7 +182,7 @@ def _errors(ev: Evidence) -> Verdict | None:
         return None
     sides = list(dict.fromkeys(s for p in failing for s in p.classification.sides))
     reasons = [f"{s}: {ev.outcomes[s].error.summary()}" for s in sides]  # type: ignore[union-attr]
-    label = BOTH_FAILED if len(sides) > 1 else f"{kind_of(sides[0])} error"
+    label = BOTH_FAILED if len(sides) > 1 else f"{_kind(ev, sides[0])} error"
     other = next((r for r in ev.outcomes if r not in sides), None)
     pair = (sides[0], sides[1] if len(sides) > 1 else other or sides[0])
     return Verdict(label, reasons, pair=pair, kind="error", targets=tuple(sides))
@@ -183,7 +192,7 @@ def _undefined_loads(ev: Evidence, side: str) -> dict[str, int]:
     """The masked loads without other= whose masked-out lanes `side`'s run poisoned (see
     tdiff.execute.interpreter.undefined): "file:line: code" -> lanes."""
     o = ev.outcomes.get(side)
-    if kind_of(side) != "interpreter" or o is None or o.trace is None or not o.trace.poisoned:
+    if o is None or o.role.kind != "interpreter" or o.trace is None or not o.trace.poisoned:
         return {}
     return o.trace.undefined
 
@@ -191,7 +200,7 @@ def _undefined_loads(ev: Evidence, side: str) -> dict[str, int]:
 def _unspecified(ev: Evidence, side: str) -> dict[str, int]:
     """The operations whose results Triton leaves unspecified that `side`'s interpreter run computed."""
     o = ev.outcomes.get(side)
-    if kind_of(side) != "interpreter" or o is None or o.trace is None:
+    if o is None or o.role.kind != "interpreter" or o.trace is None:
         return {}
     return o.trace.unspecified
 
@@ -306,9 +315,9 @@ def judge(ev: Evidence, cmp: Comparison, truth: Outcome, truth_name: str) -> Ver
             worse_b += 1
     targets = _targets(cmp)
     if worse_a and not worse_b and not close_a:
-        return Verdict(wrong(a.backend), reasons, pair=(a.backend, b.backend), kind="values", targets=targets)
+        return Verdict(wrong(a.role), reasons, pair=(a.backend, b.backend), kind="values", targets=targets)
     if worse_b and not worse_a and not close_b:
-        return Verdict(wrong(b.backend), reasons, pair=(a.backend, b.backend), kind="values", targets=targets)
+        return Verdict(wrong(b.role), reasons, pair=(a.backend, b.backend), kind="values", targets=targets)
     if not close_a and not close_b:
         return Verdict(BOTH_WRONG, ["neither side is close to the third opinion (a kernel bug)", *reasons],
                        pair=(a.backend, b.backend), kind="values", targets=targets)
@@ -324,7 +333,7 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[Rerun, ...] |
         return None
     needs: list[Rerun] = []
     for side in (p.a, p.b):
-        kind = kind_of(side)
+        kind = _kind(ev, side)
         if kind == "reference":
             continue
         if kind == "interpreter" and ev.outcomes[side].trace is not None:
@@ -354,7 +363,7 @@ def _reruns(ev: Evidence, p: Pair, final: bool) -> Verdict | tuple[Rerun, ...] |
                 if key.how == ZERO_FILL:
                     other = p.b if side == p.a else p.a
                     # right with NVIDIA's zeros? The reference says, where there is one; else the other side
-                    truth = next((k for k, o in ev.outcomes.items() if kind_of(k) == "reference" and o.error is None),
+                    truth = next((k for k, o in ev.outcomes.items() if o.role.kind == "reference" and o.error is None),
                                  other)
                     agrees = truth not in ev.outcomes or ev.compare(rerun, ev.outcomes[truth]).ok
                     return _lanes_verdict(ev, side, f"{side}'s result differs from {other},",
@@ -382,11 +391,11 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
             return Verdict(UNDECIDED, needs=missing)
     refs = ev.roles("reference")
     ref = refs[0] if refs else None
-    backends = [r for r in ev.outcomes if kind_of(r) != "reference" and ev.outcomes[r].error is None]
+    backends = [r for r, o in ev.outcomes.items() if o.role.kind != "reference" and o.error is None]
     between = [p for p in diverging if ref not in (p.a, p.b)]
     if between:  # the backends disagree with each other
         p = between[0]
-        if kind_of(p.a) == kind_of(p.b) == "interpreter":  # the same interpreter in another order
+        if _kind(ev, p.a) == _kind(ev, p.b) == "interpreter":  # the same interpreter in another order
             return Verdict(RACE, [f"running the programs in another order changes the result: "
                                   f"{p.comparison.summary()}"], pair=(p.a, p.b), kind="values",
                            targets=_targets(p.comparison))  # type: ignore[arg-type]
@@ -420,10 +429,10 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
                         *reasons, mine.comparison.summary()],  # type: ignore[union-attr]
                         pair=(side, ref), kind="values", targets=_targets(mine.comparison))  # type: ignore[arg-type]
             if ok_a and not ok_b:
-                return Verdict(wrong(p.b), [f"{p.a} agrees with the reference, {p.b} does not", *reasons],
+                return Verdict(_wrong(ev, p.b), [f"{p.a} agrees with the reference, {p.b} does not", *reasons],
                                pair=(p.a, p.b), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
             if ok_b and not ok_a:
-                return Verdict(wrong(p.a), [f"{p.b} agrees with the reference, {p.a} does not", *reasons],
+                return Verdict(_wrong(ev, p.a), [f"{p.b} agrees with the reference, {p.a} does not", *reasons],
                                pair=(p.a, p.b), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
             if ok_a and ok_b:
                 return Verdict(PASSED, notes=[("undecided", f"{p.a} and {p.b} differ slightly, but each agrees with "

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core import case as case_mod
+from ..core.backend_spec import Role, role_of
 from ..core.case import Case
 from ..errors import CorpusError
 from ..judge.evidence import Evidence
@@ -89,6 +90,12 @@ def case_folder(check: Any, case: Case) -> Path:
     check's name before the id when it is not the default one."""
     name = case.digest() if check.name == "tdiff" else f"{check.name}-{case.digest()}"
     return Path(check.kernel_name) / name
+
+
+def recorded_sides(meta: dict) -> tuple[Role, ...]:
+    """The sides of the divergence an entry recorded (`divergence.pair`, stored as labels), read back as roles:
+    the corpus's one read of a stored label."""
+    return tuple(role_of(label) for label in (meta.get("divergence") or {}).get("pair") or ())
 
 
 def write(root: Path, check: Any, case: Case, verdict: Verdict, ev: Evidence) -> Path:

@@ -9,8 +9,7 @@ from ...core.backend_spec import BackendSpec
 from .base import Backend
 
 
-def make_backend(spec: BackendSpec | str) -> Backend:
-    spec = BackendSpec.parse(spec)
+def make_backend(spec: BackendSpec) -> Backend:
     if spec.kind == "compiled":
         from .compiled import CompiledBackend
 

@@ -42,6 +42,7 @@ from .toolchain import CompileJob, compile_only, gpu_arch, job_of, scratch_cache
 
 Run = Callable[[BackendSpec], Outcome]
 Agrees = Callable[[Outcome], "bool | None"]
+COMPILED = BackendSpec("compiled")  # the lane localized and exported unless another is named
 
 
 @dataclass(frozen=True)
@@ -158,14 +159,14 @@ def capture_jobs(target: Any, case: Case, spec: BackendSpec, arch: int) -> list[
     return list(jobs.values())
 
 
-def export_stage(check: Any, case: Case, stage: str, arch: int, spec: BackendSpec | str = "compiled") -> list[Path]:
+def export_stage(check: Any, case: Case, stage: str, arch: int, spec: BackendSpec = COMPILED) -> list[Path]:
     """Write the `stage` text (or cubin) of every specialization the case launches, pinned to its
     specialization, as content-hashed files (in `ir_override.store_dir()`): the files to edit and run back
     through `compiled[ir=<file>]`. Compiles here, for `sm_<arch>`, without a GPU."""
     from .roundtrip import stage_file
 
     return [stage_file(job.reference, stage, job.spec, job.label)
-            for job in capture_jobs(check, case, BackendSpec.parse(spec), arch)]
+            for job in capture_jobs(check, case, spec, arch)]
 
 
 # ------------------------------------------------------------------ one specialization
@@ -282,7 +283,7 @@ def _below_checks(pipeline: Pipeline, runner: _Runner, budget: int) -> list[Chec
 
 # ------------------------------------------------------------------ the case
 
-def localize(check: Any, case: Case, *, run: Run, agrees: Agrees, spec: BackendSpec | str = "compiled",
+def localize(check: Any, case: Case, *, run: Run, agrees: Agrees, spec: BackendSpec = COMPILED,
              arch: int | None = None, max_runs: int = 40) -> Localized:
     """Name the compiler pass after which `case` goes wrong, for a case whose verdict is `compiled wrong`.
 
@@ -294,16 +295,15 @@ def localize(check: Any, case: Case, *, run: Run, agrees: Agrees, spec: BackendS
     cannot (the message names the version or the reason)."""
     require_ir_override()
     require_override_unset()
-    base = BackendSpec.parse(spec)
-    if base.kind != "compiled" or base.stage or base.ir:
-        raise ValueError(f"localize: {base.label} is not a compiled lane compiled from source")
+    if spec.kind != "compiled" or spec.stage or spec.ir:
+        raise ValueError(f"localize: {spec.label} is not a compiled lane compiled from source")
     arch = arch or gpu_arch()
     if arch is None:
         raise StageUnsupported("localize needs the GPU's compute capability (arch=90 for an H100): no CUDA GPU here")
-    jobs = capture_jobs(check, case, base, arch)
+    jobs = capture_jobs(check, case, spec, arch)
     out: list[Localization] = []
     for job in jobs:
-        loc = localize_job(job, base, run, agrees, max_runs)
+        loc = localize_job(job, spec, run, agrees, max_runs)
         out.append(loc)
         if loc.outcome == bis.FOUND:
             break

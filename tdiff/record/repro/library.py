@@ -15,7 +15,7 @@ import importlib
 import inspect
 from functools import lru_cache
 
-from ...core import backend_spec, tolerance
+from ...core import tolerance
 from . import runtime
 
 #: the interpreter side's library, in dependency order (each imports only numpy, triton, the standard
@@ -125,14 +125,12 @@ def _without_case(source: str) -> str:
 
 @lru_cache(maxsize=1)
 def runtime_source() -> str:
-    """The tolerance formula, the label reader and the runtime, whose case block the reproducer's header replaces
+    """The tolerance formula and the runtime, whose case block the reproducer's header replaces
     (`install` and `current` come from the shim library, which a reproducer with an interpreter side embeds)."""
     bundle = Bundle(provided={"install", "current"})
     formula = inspect.getsource(tolerance.allowed) + "\n\n" + inspect.getsource(tolerance.within)
     bundle.add_source("import numpy as np\n\n\n" + formula, "tdiff/core/tolerance.py: the one tolerance formula",
                       docstring=False)
-    labels = inspect.getsource(backend_spec.label_lane) + "\n\n" + inspect.getsource(backend_spec.label_kind)
-    bundle.add_source(labels, "tdiff/core/backend_spec.py: reading a backend's label", docstring=False)
     bundle.add_source(_without_case(inspect.getsource(runtime)), "tdiff/record/repro/runtime.py")
     return bundle.text()
 

@@ -20,7 +20,6 @@ import triton
 import triton.language as tl
 
 from ...core import dtypes, kernels
-from ...core.backend_spec import is_reference, label_kind
 from ...core.case import Case
 from ...core.outcome import GUARD_BYTES, Outcome
 from ...core.rerun import AGAIN, Rerun
@@ -294,14 +293,14 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     for divergences where no backend finished (a hang). `reduced`: the check's kernel is a reduced one; this
     text (how it was reduced, and its diff against the original) goes above it, as a comment."""
     if verdict.kind not in REPRODUCIBLE or (verdict.kind == "error" and all(
-            is_reference(s) for s in verdict.targets)):
+            ev.role(s).is_reference for s in verdict.targets)):
         raise ReproError(f"the divergence ({verdict.label}) is in `launch`, the reference or the declaration, "
                          "which a replay of the recorded kernel launches cannot show: rerun the check instead")
     outcomes = list(ev.outcomes.values()) + list(ev.extra.values()) + ([dry] if dry is not None else [])
     runners = [o for o in outcomes if o.launches]
     # the plain compiled run's launches first: a compiled variant's own launch options are applied on top
     runner = next((o for o in runners if o.backend == "compiled"),
-                  next((o for o in runners if o.backend.startswith("compiled")), runners[0] if runners else None))
+                  next((o for o in runners if o.role.base == "compiled"), runners[0] if runners else None))
     if runner is None:
         raise ReproError("no backend recorded a kernel launch: there is nothing to replay")
     kind = verdict.kind
@@ -330,11 +329,12 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     device = next((o.device for o in outcomes if o.device), "")
     pair = (a, a) if verdict.label == "nondeterministic" else (a, b)
     live = {n: _live_entry(j) for n, j in kernels_by_name.items()}
-    interpreted = any(label_kind(x, unprimed=True) == "interpreter" for x in (*pair, side))
+    kinds = {x: ev.role(x).base for x in (*pair, side)}
+    interpreted = "interpreter" in kinds.values()
     poisoned = interpreted and any(o.trace is not None and o.trace.poisoned and o.trace.undefined for o in both)
     shim_names = [n for n in shims.ENABLED if shims.ENABLED[n]] if interpreted else None
     case_values = {
-        "KIND": kind, "PAIR": tuple(pair),
+        "KIND": kind, "PAIR": tuple(pair), "KINDS": kinds,
         "VARIANTS": _variants((*pair, side), ev), "SIDE": side, "EXPECT_TARGETS": list(verdict.targets),
         "TIMEOUT": float(timeout), "GUARD": GUARD_BYTES, "SIDECAR": "inputs.npz" if data.sidecar else None,
         "INPUTS": inputs, "VIEWS": views, "LAUNCHES": launches, "TARGETS": targets,

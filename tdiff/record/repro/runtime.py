@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...core.backend_spec import label_kind
 from ...core.tolerance import within
 from ...execute.interpreter.shims import current
 from ...execute.interpreter.stock import install
@@ -31,6 +30,7 @@ from ...execute.interpreter.stock import install
 # ------------------------------------------------------------------ the case (a reproducer's header sets these)
 KIND = "values"  # the kind of divergence: values, error, oob, guard, gap, gap-read, race, ub
 PAIR: tuple[str, ...] = ()  # the two sides compared (values), the same side twice for nondeterminism
+KINDS: dict[str, str] = {}  # each side -> what it runs: compiled, interpreter, reference, ...
 VARIANTS: dict[str, Any] = {}  # compiled variants: their launch options, or None where a replay cannot run them
 SIDE = ""  # the side whose own behaviour shows the divergence (errors, integrity findings)
 EXPECT_TARGETS: list[str] = []
@@ -306,7 +306,7 @@ class _Tracer:
 
 def run_side(side: str) -> dict | None:
     """Run one side in a fresh process (the interpreter with TRITON_INTERPRET=1), under TIMEOUT."""
-    kind = label_kind(side, unprimed=True)
+    kind = KINDS.get(side, "")
     if kind == "compiled" and not torch.cuda.is_available():
         return None
     if kind not in ("compiled", "interpreter") or (side in VARIANTS and VARIANTS[side] is None):
@@ -343,7 +343,7 @@ def recorded(side: str) -> dict | None:
 
 def worked_around(side: str, got: dict | None) -> None:
     """Print what tdiff's interpreter shims did in this side's run (stock TRITON_INTERPRET=1 does not)."""
-    if not side.startswith("interpreter"):
+    if KINDS.get(side) != "interpreter":
         return
     for name, uses in sorted(((got or {}).get("shims") or {}).items()):
         print(f"  {side} worked around {name} ({uses} use(s)): {SHIMS.get(name, name)}")

@@ -168,8 +168,11 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
             flags[FRAGILE] = decided
     if by_scale is not None and (by_scale & bad).any():
         flags[SCALE] = by_scale & bad
+    loaded: np.ndarray | float = input_scale(case)
+    if guide is not None and guide.loaded is not None and guide.loaded.shape == bad.shape:
+        loaded = np.where(np.isfinite(guide.loaded), guide.loaded, loaded)
     bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, rules.sensitivity, rules.measurable,
-                                      cmp)
+                                      cmp, loaded)
     if not bad.any():
         return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)

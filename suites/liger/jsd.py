@@ -6,7 +6,6 @@ import pytest
 
 pytest.importorskip("liger_kernel")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import assume  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -38,17 +37,8 @@ def inputs(draw):
     # liger 22: at beta 0 (1) a block of the target (input) that is -inf throughout gives NaN; its own check below
     shifted = {0.0: "target", 1.0: "_input"}.get(out["beta"])
     assume(shifted is None or not _all_inf_block(out[shifted]))
-    # liger 25: at 0 < beta < 1, log(M) of a nearly equal pair loses one float32 rounding of 1; its own check below
-    assume(out["beta"] in (0.0, 1.0) or not _nearly_equal(out["_input"], out["target"]))
     return out
 
-
-def _nearly_equal(x, y, within: float = 1e-3) -> bool:
-    """Whether some element pair of two drawn tensors differs, but by at most `within`."""
-    a, b = dtypes.as_float64(x.values(), x.dt), dtypes.as_float64(y.values(), y.dt)
-    with np.errstate(invalid="ignore"):
-        d = np.abs(a - b)
-    return bool(((d > 0) & (d <= within)).any())
 
 
 def _all_inf_block(logp, block: int = 4096) -> bool:
@@ -125,20 +115,3 @@ def zero_probability_block(draw):
 tdiff.check(launch=launch, reference=reference, name="zero_probability_block", inputs=zero_probability_block(),
             max_examples=3, marks=[pytest.mark.xfail(strict=True, reason=ZERO_BLOCK_FINDING)])(lib._jsd_kernel)
 
-
-NEAR_EQUAL_FINDING = ("liger 25: at 0 < beta < 1, log_M = max + log(M_shifted) with M_shifted = beta exp(Y - max) + "
-                      "(1 - beta) exp(X - max) near 1 rounds by one float32 ulp of 1, so a nearly equal pair's loss "
-                      "(second order in X - Y) is off by about M * 6e-8; log1p of the shifted sum minus 1 is stable")
-
-
-@st.composite
-def near_equal(draw):
-    V = draw(st.integers(1, 64))
-    x = draw(tst.tensors(shape=(1, V), dtype="float32", layouts=["contiguous"], values=tst.values(-2, 0,
-                                                                                                 specials=False)))
-    y = x.values() * (1 - 2.0 ** -20) - 2.0 ** -22  # each element moved by a few float32 ulps of 1
-    return {"_input": x, "target": y.float(), "shift_labels": None, "beta": 0.5}
-
-
-tdiff.check(launch=launch, reference=reference, name="near_equal", inputs=near_equal(), max_examples=3,
-            marks=[pytest.mark.xfail(strict=True, reason=NEAR_EQUAL_FINDING)])(lib._jsd_kernel)

@@ -98,8 +98,8 @@ def _shows(c: Any, mutant: Any, correct: Any, reference: Any, tolerance: str, to
         # (a row; a block of 128 for the flat kernel)
         mag = np.abs(np.where(np.isfinite(x), x, 0)).astype(np.float64)
         if x.ndim == 1:
-            loaded = np.repeat([b.max() for b in np.array_split(mag, max(1, -(-x.size // 128)))],
-                               [len(b) for b in np.array_split(mag, max(1, -(-x.size // 128)))])
+            blocks = np.array_split(mag, max(1, -(-x.size // 128)))
+            loaded = np.repeat([b.max() for b in blocks], [len(b) for b in blocks])
         else:
             loaded = mag.max(-1, keepdims=True)
         rounding = LOADED_ROUNDINGS * np.finfo(np.float32).eps * loaded

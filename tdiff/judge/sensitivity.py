@@ -278,10 +278,10 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
         rounding = np.where(_only(flags, SCALE, flagged), LOADED_ROUNDINGS * unit * loaded, 0.0) \
             if not tol.exact else 0.0
         within = flagged & _within(va, vb, tol, spread, sensitivity, path, cmp, rounding)  # type: ignore[arg-type]
-        # the elements only the float32 computation's allowance (`ACCUMULATION`) passes: a counted caveat of their own
+        # the elements only the float32 allowances pass (`ACCUMULATION`, the loaded inputs' rounding): a counted
+        # caveat of their own
         wide = spread_in(sensitivity, path, dt, bad.shape, tol.exact, float32=False)
         by_float32 = within & ~_within(va, vb, tol, wide, sensitivity, path, cmp)  # type: ignore[arg-type]
-        # (the float32 computation's allowance and the loaded inputs' rounding: a counted caveat)
         named = within & ~_only(flags, SCALE, within) & ~by_float32  # (within the problem's scale: no caveat)
         if named.any():
             j = _first(named)

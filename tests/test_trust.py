@@ -3,6 +3,8 @@ races are seen in one run, nothing unobserved passes, errors never become passes
 kernels at the edge of the range pass. CPU only (GPU counterparts are in test_gpu.py)."""
 
 import dataclasses
+import json
+import os
 import subprocess
 import sys
 
@@ -298,7 +300,8 @@ def test_a_kernel_updating_its_input_in_place_gets_a_reproducer(tmp_path):
 
 
 def test_an_out_of_bounds_reproducer_exits_1_then_0_once_fixed(tmp_path):
-    r = run(K.masked_tail_bug, repro_dir=tmp_path)
+    # (without kernel reduction, which drops the mask altogether: the user's fix below is to the original)
+    r = run(K.masked_tail_bug, repro_dir=tmp_path, reduce_budget=0)
     (d,) = r.failures
     assert d.verdict.label == V.OUT_OF_BOUNDS and d.repro_path is not None, d.repro_note
     ran = run_repro(d.repro_path)
@@ -308,6 +311,31 @@ def test_an_out_of_bounds_reproducer_exits_1_then_0_once_fixed(tmp_path):
     d.repro_path.write_text(text.replace("mask = offs <= n", "mask = offs < n"))
     ran = run_repro(d.repro_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+_SIDE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("repro", sys.argv[1])
+repro = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(repro)
+print(json.dumps(sorted((f["kind"], f["targets"]) for f in repro.run("cpu", traced=sys.argv[2] == "1")["findings"])))
+"""
+
+
+def test_an_out_of_bounds_store_is_caught_in_a_guard_band_and_not_performed_when_traced(tmp_path):
+    # the launch's own output gets guard bands, so an untraced store one past its end lands there (without
+    # them it hit the heap: `free(): invalid pointer`, exit 3); the tracer finds it and drops the lane
+    r = run(K.masked_tail_bug, repro_dir=tmp_path)
+    (d,) = r.failures
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    seen = {}
+    for traced in ("0", "1"):
+        p = subprocess.run([sys.executable, "-c", _SIDE, str(d.repro_path), traced], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        seen[traced] = [tuple(k[:1]) + tuple(k[1]) for k in json.loads(p.stdout.splitlines()[-1])]
+    assert [k for k in seen["0"] if k[0] == "guard" and "launch 0" in k[1]], seen
+    assert seen["1"] and {k[0] for k in seen["1"]} == {"oob"}, seen
 
 
 def test_a_sum_over_undefined_masked_lanes_fails_and_its_reproducer_shows_it(tmp_path):

@@ -11,6 +11,7 @@ from its module (`LIVE`) instead of the copy in the file: how a user checks thei
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -106,7 +107,7 @@ def run(device: str, traced: bool = False, options: dict | None = None) -> dict:
     """Rebuild the inputs on `device`, make the recorded launches (with a compiled variant's launch
     `options` on top); each target's values, and what the launches broke (guard bands, gaps, and with
     `traced` the tracer's findings)."""
-    made, buffers, storages = {}, {}, {}
+    made, buffers, storages, bands = {}, {}, {}, {}
     for name, spec in INPUTS.items():
         storages[name], buffers[name] = _guarded(spec, device)
     tracer = _Tracer(storages) if traced else None
@@ -116,8 +117,9 @@ def run(device: str, traced: bool = False, options: dict | None = None) -> dict:
             label = launch["names"][int(key)] if key.isdigit() and int(key) < len(launch["names"]) else key
             if kind == "input":
                 return _view(storages[a["name"]], a["offset"], a["shape"], a["strides"])
-            if kind == "tensor":
-                made[(i, key)] = st = _array(a).to(device)
+            if kind == "tensor":  # an array the launch made (an output): inside guard bands as well
+                st, bands[f"<argument {label} of launch {i}>"] = _guarded(a, device)
+                made[(i, key)] = st
                 if tracer is not None:
                     tracer.add(f"<argument {label} of launch {i}>", st)
                 return _view(st, a["offset"], a["shape"], a["strides"])
@@ -149,19 +151,24 @@ def run(device: str, traced: bool = False, options: dict | None = None) -> dict:
         out["targets"][target] = _view(st, where["offset"], where["shape"], where["strides"]).double().cpu().numpy()
     for name, buf in buffers.items():
         out["findings"] += _damage(name, buf, storages[name])
+    for name, buf in bands.items():
+        out["findings"] += _overwritten(name, buf)
     if tracer is not None:
         out["findings"] += tracer.findings()
     return out
 
 
-def _damage(name: str, buf: torch.Tensor, storage: torch.Tensor) -> list[dict]:
-    """A guard band of `name` overwritten, or elements of its storage outside its view changed."""
-    found = []
+def _overwritten(name: str, buf: torch.Tensor) -> list[dict]:
+    """The guard bands of `name` (the whole buffer `buf`) overwritten."""
     host = buf.cpu().numpy()
     damaged = int((host[:GUARD] != CANARY).sum() + (host[len(host) - GUARD:] != CANARY).sum())
-    if damaged:
-        found.append({"kind": "guard", "targets": [name],
-                      "text": f"{damaged} guard-band byte(s) around `{name}` overwritten"})
+    return [{"kind": "guard", "targets": [name], "text": f"{damaged} guard-band byte(s) around `{name}` "
+             "overwritten"}] if damaged else []
+
+
+def _damage(name: str, buf: torch.Tensor, storage: torch.Tensor) -> list[dict]:
+    """A guard band of `name` overwritten, or elements of its storage outside its view changed."""
+    found = _overwritten(name, buf)
     st = storage.cpu()
     before = _array(INPUTS[name]).reshape(-1)
     inside = torch.zeros(st.numel(), dtype=torch.bool)
@@ -207,18 +214,15 @@ class _Tracer:
         tracer = self
 
         def traced_load(ptrs: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
-            tracer.access("load", ptrs, mask)
-            return load(ptrs, mask, *rest, **kw)
+            return load(ptrs, tracer.within(mask, tracer.access("load", ptrs, mask)), *rest, **kw)
 
         def traced_store(ptrs: Any, value: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
-            tracer.access("store", ptrs, mask)
-            return store(ptrs, value, mask, *rest, **kw)
+            return store(ptrs, value, tracer.within(mask, tracer.access("store", ptrs, mask)), *rest, **kw)
 
         def traced_rmw(op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
             if "XCHG" in str(op) or np.asarray(val.data).dtype.kind != "f":
                 tracer.atomic_sync = True
-            tracer.access("atomic", ptr, mask)
-            return rmw(op, ptr, val, mask, *rest, **kw)
+            return rmw(op, ptr, val, tracer.within(mask, tracer.access("atomic", ptr, mask)), *rest, **kw)
 
         def traced_cas(ptr: Any, cmp: Any, val: Any, *rest: Any, **kw: Any) -> Any:
             tracer.atomic_sync = True
@@ -249,10 +253,22 @@ class _Tracer:
     def add(self, name: str, st: torch.Tensor) -> None:  # the storage itself: its guard bands are outside
         self.regions.append((name, st.data_ptr(), st.numel() * st.element_size(), st.element_size()))
 
-    def access(self, op: str, ptrs: Any, mask: Any) -> None:
-        addrs = np.asarray(ptrs.data).astype(np.uint64).reshape(-1)
+    @staticmethod
+    def within(mask: Any, outside: np.ndarray | None) -> Any:
+        """`mask` without the lanes outside every allocation: found once, they are not also performed (a
+        store past a small allocation would corrupt this process's heap, a load would read it)."""
+        if outside is None:
+            return mask
+        keep = np.broadcast_to(np.asarray(mask.data, bool), outside.shape) & ~outside
+        return dataclasses.replace(mask, data=keep)
+
+    def access(self, op: str, ptrs: Any, mask: Any) -> np.ndarray | None:
+        """Record what this access finds; the lanes outside every allocation (shaped as `ptrs`), or None."""
+        every = np.asarray(ptrs.data).astype(np.uint64).reshape(-1)
+        live = np.ones(every.shape, bool)
         if mask is not None:
-            addrs = addrs[np.broadcast_to(np.asarray(mask.data, bool), np.shape(ptrs.data)).reshape(-1)]
+            live = np.broadcast_to(np.asarray(mask.data, bool), np.shape(ptrs.data)).reshape(-1)
+        addrs = every[live]
         pid = tuple(int(v) for v in self.builder.grid_idx)
         inside = np.zeros(addrs.shape, bool)
         for name, base, nbytes, size in self.regions:
@@ -268,9 +284,13 @@ class _Tracer:
                                    f"`{name}` outside its view"})
             if op != "atomic":
                 self._conflicts(op, name, elems, pid)
-        if not inside.all():
-            self.found.append({"kind": "oob", "targets": [], "text": f"program {pid} tried to {op} "
-                               f"{int((~inside).sum())} element(s) outside every allocation"})
+        if inside.all():
+            return None
+        self.found.append({"kind": "oob", "targets": [], "text": f"program {pid} tried to {op} "
+                           f"{int((~inside).sum())} element(s) outside every allocation"})
+        outside = np.zeros(every.shape, bool)
+        outside[np.flatnonzero(live)[~inside]] = True
+        return outside.reshape(np.shape(ptrs.data))
 
     def _conflicts(self, op: str, name: str, elems: np.ndarray, pid: tuple) -> None:
         for e in elems.tolist():

@@ -153,13 +153,25 @@ def reference_bwd(X, W, B, num_groups, dY):
 
 
 # FINDINGS.md BWD_FINDING: dW and dB of float16 inputs are rounded through bfloat16 (`dW.to(dtype)`, dtype =
-# tl.bfloat16 for every input that is not float32). The main check declares bfloat16's precision for them (dX, and
-# float32 / bfloat16 inputs, keep the default); `backward_fp16_dw_via_bf16` covers exactly the finding.
+# tl.bfloat16 for every input that is not float32). The half-dtype checks declare bfloat16's precision for them;
+# `backward_fp16_dw_via_bf16` covers exactly the finding.
 BWD_FINDING = "group norm backward rounds float16 dW / dB through bfloat16 before adding them into float16 buffers"
 BF16_GRADS = {"returned[1]": tdiff.Tolerance.preset("arith", "bfloat16"),
               "returned[2]": tdiff.Tolerance.preset("arith", "bfloat16")}
-tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward", tolerances=BF16_GRADS,
-            inputs=inputs(grad=True))(lib._group_norm_backward_kernel)
+# FINDINGS.md liger 27 (DX_HALF_FINDING): the backward computes x_hat, W * dY and their products in the input's
+# half dtype, so dX of float16 / bfloat16 inputs carries a few roundings of the group's largest term, where it
+# cancels too (0.0018 against 0 on the H200). `backward` draws float32; `backward_half` declares the precision the
+# kernel keeps (`reduce`, judged by the kernel's dataflow); `backward_half_dx` judges dX as the problem allows.
+DX_HALF_FINDING = ("group norm backward computes dX's terms in the input's half dtype: cancellations keep their "
+                   "roundings")
+tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward",
+            inputs=inputs(grad=True, dtypes=("float32",)))(lib._group_norm_backward_kernel)
+tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward_half",
+            tolerances={**BF16_GRADS, "returned[0]": "reduce"},
+            inputs=inputs(grad=True, dtypes=("float16", "bfloat16")))(lib._group_norm_backward_kernel)
+tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward_half_dx", tolerances=BF16_GRADS,
+            inputs=inputs(grad=True, dtypes=("float16", "bfloat16")), max_examples=20,
+            marks=[pytest.mark.xfail(strict=False, reason=DX_HALF_FINDING)])(lib._group_norm_backward_kernel)
 tdiff.check(launch=launch_bwd, reference=reference_bwd, name="backward_fp16_dw_via_bf16",
             inputs=inputs(grad=True, dtypes=("float16",)), marks=[pytest.mark.xfail(strict=True, reason=BWD_FINDING)],
             )(lib._group_norm_backward_kernel)

@@ -155,9 +155,11 @@ def reference_bwd(dY, X, W, offset, casting_mode, in_place):
     m = dy * w
     dx = rstd * m - rstd**3 / x.shape[-1] * (m * x).sum(-1, keepdim=True) * x
     xn = x * rstd
-    if casting_mode == "llama":  # dW accumulates dy * (x * rstd) rounded to X's dtype
-        xn = xn.to(dt).double()
-    dw = (dy * xn).sum(0).to(W.dtype) if W is not None else None
+    prod = dy * xn
+    if casting_mode == "llama":  # dW accumulates dy * (x * rstd).to(X's dtype), a product in X's dtype (as the
+        # autograd of HF's LlamaRMSNorm forms it: float16's overflows where |dy * xn| > 65504 included)
+        prod = (dY.reshape(-1, X.shape[-1]) * xn.to(dt)).double()
+    dw = prod.sum(0).to(W.dtype) if W is not None else None
     dx = dx.to(dY.dtype).view(dY.shape)
     if in_place and dY.is_contiguous():  # the kernel wrote dX into dY itself (tdiff compares dY's storage)
         dY.copy_(dx)

@@ -161,3 +161,21 @@ def offset_roundtrip_near_pole(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     noise = tl.sqrt(tl.abs((x + 1.0) - 1.0 - x))
     tl.store(out_ptr + offs, (x + 1024.0) - 1024.0 + noise * 0.0, mask=offs < n)
+
+
+def _row_argmax_launch(kernel, x):
+    rows, cols = x.shape
+    idx = torch.empty(rows, dtype=torch.int32, device=x.device)
+    kernel[(rows,)](x, idx, cols, BLOCK=triton.next_power_of_2(cols))
+    return idx
+
+
+@tdiff.check(launch=_row_argmax_launch, reference=lambda x: (x.double() + 1000.0).argmax(-1).to(torch.int32),
+             x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-1, 1)))
+@triton.jit
+def argmax_offset(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
+    """The index of each row's largest x + 1000 (float32): values a few ulps of 1000 apart near-tie there."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+    tl.store(idx_ptr + row, tl.argmax(x + 1000.0, axis=0))

@@ -145,7 +145,7 @@ def reference(_input, target, weight, ignore_index, lse_square_scale, label_smoo
     the exact sums (what a caller of LigerCrossEntropyFunction expects: FINDINGS.md WEIGHT_SUM_FINDING)."""
     n_rows, V = _input.shape
     dt = _input.dtype
-    x = _input.double().requires_grad_(True)
+    x = _input.detach().double().requires_grad_(True)  # (a float64 _input, as the measurement passes: not itself)
     xs = softcap * torch.tanh(x / softcap) if softcap is not None else x
     valid = target != ignore_index
     n = int(valid.sum())

@@ -52,6 +52,8 @@ class BackendSpec:
     # a reference whose float64 arithmetic runs in float32 (`reference:fp32`, backends.float32_arithmetic): the
     # problem computed at the precision a correct kernel accumulates in (judge.sensitivity's native runs)
     demote: bool = False
+    # ... and rounded faithfully at random, the k-th such run (`reference:fp32:faithful2`; 0: rounded to nearest)
+    faithful: int = 0
     device: str | None = None
     programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
     check_pointers: bool = True
@@ -127,6 +129,8 @@ class BackendSpec:
             parts.append("fp64")
         if self.demote and self.kind == "reference":
             parts.append("fp32")
+            if self.faithful:
+                parts.append(f"faithful{self.faithful}")
         if self.masked != "undefined" and self.kind == "interpreter":
             parts.append("zero-fill")
         if self.unspecified != "default" and self.kind == "interpreter":
@@ -254,6 +258,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["upcast"] = True
         elif opt == "fp32":
             out["demote"] = True
+        elif opt.startswith("faithful") and opt[8:].isdigit() and int(opt[8:]) > 0:
+            out["faithful"] = int(opt[8:])
         elif opt == "zero-fill":
             out["masked"] = "zero"
         elif opt == "alt-unspecified":

@@ -52,6 +52,10 @@ PERTURBATIONS = 6
 #: distributions is 0 whatever the inputs; a float32 computation of it still rounds its terms; a LayerNorm of a row
 #: [a, a + d] is +-1 whatever d, and float32's rounding of its mean moves it by about u * |a| / d)
 NATIVE = 4
+#: ... and runs at the case's precision rounded faithfully at random (`reference:fp32:faithful<k>`, every rounding
+#: operation's result one ulp either way, as a GPU's approximate transcendentals or fused multiply-adds may give):
+#: for outputs compared exactly only (an index decided among values within such a rounding may come out either way)
+FAITHFUL = 3
 #: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
 #: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
 ACCUMULATION = 16.0
@@ -60,12 +64,17 @@ ACCUMULATION = 16.0
 def reruns() -> tuple[Rerun, ...]:
     """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..), then the
     reference at the case's precision on perturbed inputs (`native(k)`)."""
-    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + 1))
+    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + FAITHFUL + 1))
 
 
 def native(k: int) -> bool:
     """Whether the k-th perturbed run is the reference at the case's own precision (else in float64)."""
     return k > PERTURBATIONS
+
+
+def faithful(k: int) -> int:
+    """The seed of the k-th perturbed run's faithful rounding (`FAITHFUL` runs at the case's precision), else 0."""
+    return k if k > PERTURBATIONS + NATIVE else 0
 
 
 def measured(extra: Mapping[Rerun, Outcome]) -> bool:
@@ -208,6 +217,8 @@ class Sensitivity:
     reach: dict[str, np.ndarray] = field(default_factory=dict)  # the largest magnitude among the runs
     # the float32 computations' (`reference:fp32`, the native runs) distance from the float64 result
     arithmetic: dict[str, np.ndarray] = field(default_factory=dict)
+    # the faithfully rounded float32 computations' distance from it (for outputs compared exactly)
+    faithful: dict[str, np.ndarray] = field(default_factory=dict)
     count: int = 0  # perturbations measured
     error: str | None = None  # why nothing was measured (the reference failed on the perturbed inputs)
 
@@ -222,13 +233,17 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
         return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
     out = Sensitivity(count=len(runs) - 1)
     wide = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if not native(r.k)]
-    narrow = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if native(r.k)]
+    narrow = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if native(r.k) and not faithful(r.k)]
+    loose = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if faithful(r.k)]
     at_precision = _spreads(case, narrow, [True] * (len(narrow) - 1))
+    rounded = _spreads(case, loose, [True] * (len(loose) - 1))
     for path, (r0, spread, reach) in _spreads(case, wide).items():
         if path in at_precision:
             _, computed, reach32 = at_precision[path]
             reach = np.fmax(reach, reach32)
             out.arithmetic[path] = computed
+        if path in rounded:
+            out.faithful[path] = rounded[path][1]
         out.spreads[path], out.exact[path], out.reach[path] = spread, r0, reach
     return out
 
@@ -238,13 +253,16 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     """The measured spread of a target, for an output of dtype `dt`: unbounded where one rounding of the inputs
     takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows).
     With `float32`, at least the float32 computations' error, `ACCUMULATION` times unless compared `exact`ly
-    (indices, integers: any value a float32 computation gives, not more)."""
+    (indices, integers: any value a float32 computation gives, faithfully rounded ones included, not more)."""
     spread = sensitivity.spreads.get(path) if sensitivity is not None else None
     if spread is None or spread.shape != shape:
         return None
     computed = sensitivity.arithmetic.get(path)  # type: ignore[union-attr]
     if float32 and computed is not None and computed.shape == shape:
         spread = np.maximum(spread, (1.0 if exact else ACCUMULATION) * computed)
+    rounded = sensitivity.faithful.get(path)  # type: ignore[union-attr]
+    if float32 and exact and rounded is not None and rounded.shape == shape:
+        spread = np.maximum(spread, rounded)
     if dt.is_float:
         spread = np.where(sensitivity.reach[path] >= dtypes.overflow_threshold(dt), np.inf,  # type: ignore[union-attr]
                           spread)

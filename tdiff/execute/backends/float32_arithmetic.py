@@ -6,6 +6,11 @@ same problem computed at float32, the precision a correct Triton kernel accumula
 algorithms. Inside `float32_arithmetic()`, every torch call that would make a float64 tensor makes a float32 one:
 `dtype=torch.float64` arguments and `.double()` ask for float32, and any float64 result is rounded to float32.
 numpy arithmetic inside a reference is not seen (it stays as the reference writes it).
+
+`float32_arithmetic(faithful=k)` also moves the result of every rounding operation (arithmetic, transcendental
+functions, reductions) one ulp up or down at random for half its elements (seeded by k): a faithful float32
+computation, as a GPU's `tanh`, `ex2.approx` or fused multiply-add may round, where PyTorch's rounds to nearest. An
+index decided among float32 values within such a rounding of each other (a near-tie) may then come out either way.
 """
 
 from __future__ import annotations
@@ -30,7 +35,33 @@ def _narrow(value: Any) -> Any:
     return value
 
 
+#: the torch functions whose float results round (`faithful` moves those, never a copy, view or selection)
+ROUNDING = frozenset({"add", "sub", "mul", "div", "true_divide", "__add__", "__radd__", "__iadd__", "__sub__",
+    "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__", "__truediv__", "__rtruediv__", "__itruediv__",
+    "__pow__", "__rpow__", "pow", "tanh", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sigmoid", "sqrt",
+    "rsqrt", "reciprocal", "sin", "cos", "tan", "atan", "atan2", "asin", "acos", "sinh", "cosh", "erf", "erfc",
+    "softmax", "log_softmax", "logsumexp", "sum", "mean", "nansum", "var", "std", "norm", "cumsum", "prod", "matmul",
+    "__matmul__", "mm", "bmm", "addmm", "einsum", "linear", "lerp", "addcmul", "addcdiv", "silu", "gelu", "softplus",
+    "hypot", "layer_norm", "rms_norm", "group_norm"})
+
+
 class _Float32Mode(TorchFunctionMode):
+    def __init__(self, faithful: int = 0) -> None:
+        super().__init__()
+        self.rng = torch.Generator().manual_seed(faithful) if faithful else None
+
+    def _faithful(self, func: Any, out: Any) -> Any:
+        """`out` (a rounding function's float32 result) with half its elements moved one ulp either way."""
+        if (self.rng is None or not isinstance(out, torch.Tensor) or out.dtype != torch.float32
+                or getattr(func, "__name__", "") not in ROUNDING or out.numel() == 0):
+            return out
+        with torch.no_grad():
+            pick = torch.randint(0, 4, out.shape, generator=self.rng)  # 0: down, 1: up, else kept
+            toward = torch.where(pick == 0, -torch.inf, torch.inf)
+            moved = torch.where(pick < 2, torch.nextafter(out.detach(), toward), out.detach())
+            moved = torch.where(torch.isfinite(moved) | ~torch.isfinite(out), moved, out.detach())
+        return out + (moved - out.detach()) if out.requires_grad else moved
+
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = dict(kwargs or {})
         if "dtype" in kwargs:
@@ -43,10 +74,10 @@ class _Float32Mode(TorchFunctionMode):
             args = args[:1] + tuple(_narrow(a) for a in args[1:])  # `.to(other)` with a float64 other
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and out.dtype in _WIDE and not _in_place(func):
-            return out.to(_WIDE[out.dtype])
+            return self._faithful(func, out.to(_WIDE[out.dtype]))
         if isinstance(out, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in out):
             return _narrow(out)
-        return out
+        return out if _in_place(func) else self._faithful(func, out)
 
 
 def _in_place(func: Any) -> bool:
@@ -55,7 +86,8 @@ def _in_place(func: Any) -> bool:
 
 
 @contextlib.contextmanager
-def float32_arithmetic() -> Iterator[None]:
-    """Torch's float64 arithmetic runs in float32 inside this block (see the module's docstring)."""
-    with _Float32Mode():
+def float32_arithmetic(faithful: int = 0) -> Iterator[None]:
+    """Torch's float64 arithmetic runs in float32 inside this block; with `faithful` (a seed), rounded faithfully
+    at random (see the module's docstring)."""
+    with _Float32Mode(faithful):
         yield

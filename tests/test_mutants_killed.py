@@ -29,7 +29,7 @@ from tdiff.judge.closeness import close
 from tdiff.judge.compare import coarse_scale, compare
 from tdiff.judge.evidence import gather
 from tdiff.judge.rules import Rules
-from tdiff.judge.targets import guard_pattern
+from tdiff.judge.targets import guard_pattern, view
 from tdiff.record import corpus, repro
 from tdiff.record.shrink import shrink
 from tdiff.strategies import tensor_arg
@@ -92,6 +92,7 @@ def _twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 # ---------------------------------------------------------------- compare and tolerance
 
+
 def test_relative_tolerance_is_relative_to_the_smaller_side():
     tol = Tolerance(rtol=0.5)
     assert close(f64([1.0]), f64([1.4]), tol)[0]
@@ -116,6 +117,16 @@ def test_storages_of_another_dtype_are_a_structure_mismatch():
     wide = InterpreterBackend(BackendSpec("interpreter", upcast=True)).run(check, case)  # float64 storages
     found = {(m.target, m.kind) for m in compare(plain, wide, case).mismatches}
     assert ("x", "structure") in found and ("x", "values") not in found
+
+
+def test_under_sampling_only_what_interpreted_programs_wrote_is_compared():
+    # a sample of 1024 programs interpreted: the elements the others own are still torch.empty's fill there
+    check = K.wide_grid_kernel.__tdiff_checks__[0]
+    case = x_case([1.0] * 4095)
+    sampled = InterpreterBackend(BackendSpec("interpreter", sample=(64, 8, 0))).run(check, case)
+    out = view(sampled, case).targets["returned"]
+    assert sampled.trace.sampled and (out.writers < 0).any() and np.isnan(out.values[out.writers < 0]).all()
+    assert compare(sampled, ReferenceBackend().run(check, case), case).ok
 
 
 def test_returned_leaves_are_compared():
@@ -175,7 +186,17 @@ def test_a_kernel_overflow_the_float64_run_does_not_share_fails():
     assert FLOAT64_RUN in ev.extra and v.label == V.COMPILED_WRONG, v
 
 
+def test_an_overflow_from_ordinary_inputs_fails_beside_inputs_at_the_limits():
+    # exp(100) overflows in row 1 (softmax without the max subtracted: NaN where the reference gives 1); row 0's
+    # 1e20 puts the case's inputs at float32's limits, which forgives only the elements those inputs fed
+    judge = judge_for(H.softmax_no_max.__tdiff_checks__[0])
+    v, ev = judge.verdict(Case({"x": tensor_arg(torch.tensor([[1e20, 1.0, 2.0, 3.0], [100.0, 1.0, 2.0, 3.0]]))}))
+    (m,) = ev.pair("interpreter", "reference").comparison.mismatches
+    assert v.label == V.VS_REFERENCE and m.count == 1 and m.examples[0][0] == (1, 0), v
+
+
 # ---------------------------------------------------------------- verdicts
+
 
 class FakeCompiledTailUntraced(FakeCompiledTail):
     """`FakeCompiledTail` without the interpreter's trace, as the real compiled backend."""
@@ -290,6 +311,7 @@ def test_only_the_interpreter_has_limitations():
 
 
 # ---------------------------------------------------------------- integrity
+
 
 def test_launching_another_kernel_is_never_launched():
     other = triton.jit(_other_twice)
@@ -514,6 +536,15 @@ def test_the_interpreter_records_the_ops_behind_each_tolerance():
     assert "dot:tf32" in out.trace.ops  # fp32 tl.dot at default precision
     out = InterpreterBackend().run(H.softmax_no_max.__tdiff_checks__[0], Case({"x": tensor_arg(torch.ones(2, 4))}))
     assert "transcendental" in out.trace.ops  # tl.exp
+
+
+def test_a_sampled_run_with_atomics_interprets_every_program():
+    # 256 programs (over the batched threshold of 64: sampled) sum into one element: a sample's sum is partial
+    judge = judge_for(K.wide_atomic_kernel.__tdiff_checks__[0], batched_threshold=64)
+    v, ev = judge.verdict(x_case([1.0] * 1024))
+    interp = ev.outcomes["interpreter"]
+    assert not interp.trace.sampled and len(interp.trace.programs_run) == 256
+    assert not v.failed, v
 
 
 def test_sample_holds_programs_on_each_last_face():

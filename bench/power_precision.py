@@ -109,8 +109,13 @@ def _shows(c: Any, mutant: Any, correct: Any, reference: Any, tolerance: str, to
             return ~(np.abs(v - exact) <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + rounding
                      + 2 * spread)
 
+        # the judge's one rule left (judge.edges `_at_float32_limits`): an overflow on the way from inputs at
+        # float32's limits (1.8e19 and beyond) is what any float32 kernel gives, forgiven as `range-edge (float32
+        # overflow)`; an element fed by such inputs whose mutant value overflowed cannot show the bug
+        wrong = mutant(x)
+        edge = (loaded >= np.sqrt(float(np.finfo(np.float32).max))) & ~np.isfinite(wrong)
         fin = np.isfinite(exact)
-        return bool((fin & off(mutant(x)) & ~off(correct(x))).any())
+        return bool((fin & off(wrong) & ~off(correct(x)) & ~edge).any())
 
 
 def _padded(x: np.ndarray) -> np.ndarray:

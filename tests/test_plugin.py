@@ -146,3 +146,29 @@ def test_compile_budget_option_and_the_compiles_in_the_summary(project, monkeypa
     assert re.search(r"tdiff: 1 checks, 12 cases \(12 judged\); .*; \d+ specializations compiled in [\d.]+s", out), out
     bad = project.runpytest_subprocess("--tdiff", "--tdiff-max-compiles", "-1")
     assert "--tdiff-max-compiles must be 0 (no limit) or more" in bad.stderr.str()
+
+
+XFAIL_KERNELS = KERNELS + textwrap.dedent('''
+    import pytest
+
+
+    def _raise(x):
+        raise ValueError("the strategy broke")
+
+
+    XF = [pytest.mark.xfail(strict=True, reason="a known divergence")]
+    tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(tst.sizes(block=32),)), marks=XF,
+                name="expected")(broken)
+    tdiff.check(launch=launch, reference=lambda x: x * 2, x=tst.tensors(shape=(tst.sizes(block=32),)).map(_raise),
+                marks=XF, name="strategy_raises")(broken)
+''')
+
+
+def test_an_xfail_check_that_errors_fails_instead_of_xfailing(pytester):
+    # an xfail mark expects a divergence: a check whose own run errors (here its strategy raises) is not one
+    kernel_project(pytester, XFAIL_KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5)
+    result = pytester.runpytest_subprocess("--tdiff", "-k", "expected or strategy_raises", "-rxXf",
+                                           "--tdiff-corpus=none", "--tdiff-repro-dir=none")
+    result.assert_outcomes(failed=1, xfailed=1)
+    result.stdout.fnmatch_lines(["*XFAIL*broken*expected*", "*FAILED*broken*strategy_raises*"])
+    assert "the strategy broke" in result.stdout.str()

@@ -48,7 +48,24 @@ def make_item(parent: pytest.Collector, check: Check) -> pytest.Item:
 
 
 class TdiffFailure(Exception):
-    """A check failed; the message is tdiff's report."""
+    """A check failed (a divergence); the message is tdiff's report."""
+
+
+class TdiffError(Exception):
+    """A check could not be judged as declared (its run's own error: a strategy or `launch` that raises, a setup
+    error, a corpus entry it cannot read); never what an xfail mark expects."""
+
+
+def _marks(check: Check) -> list[Any]:
+    """The check's marks, an xfail without `raises=` expecting a divergence only (`TdiffFailure`): a check that
+    errors (or tdiff itself raising) fails, not XFAIL."""
+    out = []
+    for mark in getattr(check, "marks", ()) or ():
+        m = getattr(mark, "mark", mark)
+        if m.name == "xfail" and "raises" not in m.kwargs:
+            mark = pytest.mark.xfail(*m.args, **{**m.kwargs, "raises": TdiffFailure})
+        out.append(mark)
+    return out
 
 
 class TdiffItem(pytest.Item):
@@ -57,7 +74,7 @@ class TdiffItem(pytest.Item):
         self.check = check
         self.stash[CHECK_KEY] = check
         self.add_marker("tdiff")
-        for mark in getattr(check, "marks", ()) or ():
+        for mark in _marks(check):
             self.add_marker(mark)
 
     def runtest(self) -> None:
@@ -69,14 +86,15 @@ class TdiffItem(pytest.Item):
         summary = record(result)
         self.user_properties += properties(result, summary)
         if result.status in ("failed", "error"):
-            raise TdiffFailure(result.report() or "; ".join(result.notes))
+            raise (TdiffFailure if result.status == "failed" else TdiffError)(result.report()
+                                                                               or "; ".join(result.notes))
         if result.status == "skipped":
             pytest.skip("; ".join(result.notes) or "no case could be judged")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
         """tdiff's report as it is (no traceback); pytest's short summary, which in CI repeats a message
         whole, gets its first line."""
-        if not isinstance(excinfo.value, TdiffFailure):
+        if not isinstance(excinfo.value, (TdiffFailure, TdiffError)):
             return super().repr_failure(excinfo)
         rep = excinfo.getrepr(style="value")
         crash = getattr(rep, "reprcrash", None)

@@ -179,3 +179,14 @@ def argmax_offset(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
     tl.store(idx_ptr + row, tl.argmax(x + 1000.0, axis=0))
+
+
+@tdiff.check(launch=_row_argmax_launch, reference=lambda x: (x.double() + 1000.0).argmax(-1).to(torch.int32),
+             x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-1, 1)))
+@triton.jit
+def argmax_two_offsets(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
+    """As `argmax_offset`, adding 1000 in two steps (two roundings, as a GPU's approximations may round)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+    tl.store(idx_ptr + row, tl.argmax((x + 500.0) + 500.0, axis=0))

@@ -354,3 +354,17 @@ def test_an_index_among_values_a_faithful_float32_rounding_apart_may_come_out_ei
     i32 = dtypes.dtype("int32")
     assert (sensitivity.spread_in(m, "returned", i32, (8,), exact=True) == m.faithful["returned"]).all()
     assert (sensitivity.spread_in(m, "returned", i32, (8,), exact=False) == 0).all()  # (for exact targets only)
+
+
+def test_a_near_tie_index_a_faithful_rounding_explains_passes_and_fails_without_it(monkeypatch):
+    # [0, 3.5e-5] + 500 + 500 in float32: 500 + 3.5e-5 rounds to one ulp of 500, and 1000 + that half ulp of 1000
+    # to even, 1000: the kernel ties (index 0) where the reference's 1000 + 3.5e-5 rounds up (index 1); one
+    # faithful rounding of the reference's float32 sum ties it too (what the GPU's H200 softcap argmax showed)
+    x = torch.tensor([[0.0, 3.5e-5]] * 4)
+    v, ev = verdict(S.argmax_two_offsets, x=x)
+    assert v.label == V.PASSED, v
+    (note,) = [t for k, t in v.notes if k == "float32 computation"]  # a counted caveat
+    assert "faithfully rounded" in note and "1 at (0,): 0 vs 1" in note and "near-tie" in note, note
+    monkeypatch.setattr(sensitivity, "FAITHFUL", 0)
+    v, _ = verdict(S.argmax_two_offsets, x=x)
+    assert v.failed and "flagged fragile (near-tie or near-pole)" in text(v), v

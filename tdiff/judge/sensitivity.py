@@ -311,6 +311,9 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
             j = _first(by_float32)
             names = tuple(n for n, m in flags.items() if (m & by_float32).any() and n != SCALE)
             off = sensitivity.arithmetic.get(path)  # type: ignore[union-attr]
+            rounded = sensitivity.faithful.get(path)  # type: ignore[union-attr]
+            if tol.exact and rounded is not None and off is not None and rounded.shape == off.shape:
+                off = np.fmax(off, rounded)  # (an index: what a faithfully rounded float32 computation gives too)
             cmp.forgiven.append(Forgiven(path, int(by_float32.sum()), (j, float(va[j]), float(vb[j])),
                                          why=FLOAT32_COMPUTATION, flags=names,
                                          spread=float(off[j]) if off is not None else 0.0,

@@ -146,3 +146,29 @@ def stride_kernel(x_ptr, out_ptr, n):
     programs, and its trip count too where the grid does not divide n."""
     for i in range(tl.program_id(0), n, tl.num_programs(0)):
         tl.store(out_ptr + i, tl.load(x_ptr + i) * 2)
+
+
+def minimum_launch(kernel, x):
+    out = torch.empty(x.numel() // 4 * 5, dtype=x.dtype, device=x.device)
+    kernel[(x.numel() // 4,)](x, out, BLOCK=4)
+    return out
+
+
+def _minimum_reference(x):
+    rows = x.reshape(-1, 4)
+    low = torch.where(rows.isnan(), rows.new_tensor(0.0), torch.clamp(rows, max=0.0))
+    smallest = torch.where(rows.isnan(), rows.new_tensor(float("inf")), rows).min(-1, keepdim=True).values
+    return torch.cat([low, smallest], -1).reshape(-1)
+
+
+@tdiff.check(launch=minimum_launch, reference=_minimum_reference,
+             x=tst.tensors(shape=(16,), layouts=["contiguous"]))
+@triton.jit
+def minimum_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """`tl.minimum` and `tl.min` per program of 4 elements: a NaN loses (propagate_nan=NONE), as compiled code
+    does; the interpreter's shim for that (`nan-minmax`) counts the programs that met a NaN."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + pid * (BLOCK + 1) + tl.arange(0, BLOCK), tl.minimum(x, 0.0))
+    tl.store(out_ptr + pid * (BLOCK + 1) + BLOCK, tl.min(x, axis=0))

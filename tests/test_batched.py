@@ -223,3 +223,19 @@ def test_a_loop_whose_bounds_differ_between_programs_runs_batched():
         one, many = both(check, Case({"x": tensor_arg(torch.arange(n, dtype=torch.float32))}))
         assert differences(one, many) == []
         assert many.trace.batched == 8 and not many.trace.unbatched
+
+
+def test_a_shim_the_data_asks_for_counts_the_programs_that_met_it_in_a_batch_too():
+    # one program of four meets a NaN: program by program, the nan-minmax shim (where this Triton's interpreter
+    # lets NaN win) counts it there only; a batch must not count its use for each of its programs (it did: 1 vs 2)
+    from tdiff import compat
+
+    check = B.minimum_kernel.__tdiff_checks__[0]
+    x = torch.arange(16, dtype=torch.float32) - 8.0
+    x[5] = float("nan")
+    case = Case({"x": tensor_arg(x)})
+    one, many = both(check, case)
+    assert differences(one, many) == []
+    # (tl.minimum where this Triton's interpreter propagates NaN, tl.min where its reductions do: program 1 only)
+    uses = int(compat.minmax_propagates_nan()) + int(compat.reduce_minmax_propagates_nan())
+    assert one.trace.shims.get("nan-minmax", 0) == many.trace.shims.get("nan-minmax", 0) == uses

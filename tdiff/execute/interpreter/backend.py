@@ -216,13 +216,17 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                 s.edge, s.loaded = np.zeros(n), np.zeros(n)  # type: ignore[assignment]
                 builder.set_grid_idx(*chunk[0])
                 before = Counter(s.trace.shims)
+                s.trace.shims.batch = n  # type: ignore[attr-defined]  # (shims counted per program read it)
                 try:
                     run_fn(**args_cvt)
                 except batched.Unbatchable as exc:
                     exc.batch = i  # type: ignore[attr-defined]
                     raise
+                finally:
+                    s.trace.shims.batch = 0  # type: ignore[attr-defined]
                 for k, v in list(s.trace.shims.items()):  # a batch's use of a shim stands for each program's
-                    s.trace.shims[k] = before.get(k, 0) + (v - before.get(k, 0)) * n
+                    if k not in shims.PER_PROGRAM:  # (those counted their programs themselves)
+                        s.trace.shims[k] = before.get(k, 0) + (v - before.get(k, 0)) * n
                 i += 1
     except batched.Unbatchable as exc:
         return f"{exc.reason} at {exc.line}", exc

@@ -338,6 +338,32 @@ def _values(h: Any) -> np.ndarray:
     return data if data.dtype.kind == "f" else np.zeros(0)
 
 
+#: shims counted per program where the data asks for them (a NaN operand): a batch counts the programs whose rows
+#: needed it (`programs_with_nan`), where other shims' use in a batch stands for each of its programs
+PER_PROGRAM = frozenset({NAN_MINMAX})
+
+
+def programs_with_nan(used: Counter, *arrays: Any) -> int:
+    """How many programs an operation met a NaN in: 1 program by program; in a batch (`used.batch` programs, the
+    leading axis of every block value, of length 1 where uniform), those whose rows hold one."""
+    n = getattr(used, "batch", 0)
+    if not n:
+        return 1
+    hit = np.zeros(n, bool)
+    for data in arrays:
+        data = np.asarray(data)
+        if data.dtype.kind != "f":
+            continue
+        nan = np.isnan(data)
+        if not nan.any():
+            continue
+        if data.ndim and data.shape[0] == n:
+            hit |= nan.reshape(n, -1).any(axis=1)
+        else:  # a value uniform over the batch: every program met it
+            hit[:] = True
+    return int(hit.sum())
+
+
 def minmax(orig: dict[str, Callable], used: Counter, poison: bool = False) -> dict[str, Callable]:
     """`create_maxnumf` / `create_minnumf` with the compiler's semantics (maxnum: a NaN operand loses),
     counted only where an operand holds a NaN and the stock interpreter would have returned it. With
@@ -357,7 +383,7 @@ def minmax(orig: dict[str, Callable], used: Counter, poison: bool = False) -> di
             if not any(np.isnan(_values(h)).any() for h in (lhs, rhs)):
                 return stock(lhs, rhs)
             if fix:
-                used[NAN_MINMAX] += 1
+                used[NAN_MINMAX] += programs_with_nan(used, _values(lhs), _values(rhs))
                 out = binary(lhs, rhs, num)
             else:
                 out = stock(lhs, rhs)
@@ -390,7 +416,7 @@ def minmax_reductions(apply_impl: Callable, used: Counter) -> Callable | None:
         data = np.asarray(input[0].handle.data) if op is not None else None
         if data is None or data.dtype.kind != "f" or not np.isnan(data).any():
             return apply_impl(self, input)
-        used[NAN_MINMAX] += 1
+        used[NAN_MINMAX] += programs_with_nan(used, data)
         with np.errstate(all="ignore"):
             return self.min_max(input[0], val_reduce_op=op, idx_reduce_op=None)
 

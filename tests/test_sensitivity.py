@@ -368,3 +368,15 @@ def test_a_near_tie_index_a_faithful_rounding_explains_passes_and_fails_without_
     monkeypatch.setattr(sensitivity, "FAITHFUL", 0)
     v, _ = verdict(S.argmax_two_offsets, x=x)
     assert v.failed and "flagged fragile (near-tie or near-pole)" in text(v), v
+
+
+def test_a_zero_dimensional_result_is_measured_as_the_one_element_it_is_compared_as():
+    # a 0-d output (a full sum) is compared as shape (1,): its measurement, taken on the reference's 0-d value,
+    # applies to it (it did not: "the reference gave no such output", the dataflow scale passing it unmeasured)
+    from tdiff.core import dtypes
+
+    m = sensitivity.Sensitivity(spreads={"returned": np.array(0.5)}, exact={"returned": np.array(-4.0)},
+                                reach={"returned": np.array(4.5)}, arithmetic={"returned": np.array(0.01)}, count=6)
+    got = sensitivity.spread_in(m, "returned", dtypes.dtype("float16"), (1,))
+    assert got is not None and got.shape == (1,) and got[0] == 0.5
+    assert sensitivity.spread_in(m, "returned", dtypes.dtype("float16"), (2,)) is None  # (another target's shape)

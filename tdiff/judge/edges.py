@@ -17,7 +17,7 @@ from ..core.tolerance import Tolerance, resolve
 from .closeness import close, fmt
 from .comparison import Comparison, Forgiven
 from .rules import Rules
-from .sensitivity import COARSE, FLOAT32_OVERFLOW, RANGE_EDGE
+from .sensitivity import COARSE, FLOAT32_OVERFLOW, RANGE_EDGE, fit
 from .targets import Target
 
 # ------------------------------------------------------------------ the range edge
@@ -114,8 +114,8 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     elif coarse and rules.fp64 is None:
         inherent = candidates  # no interpreter ran here: the inputs at the limits are all there is to go on
     kernels = none.copy()  # beyond the range by the kernel's own float64 run only: waits for the problem's value
-    problem = rules.sensitivity.exact.get(path) if rules.sensitivity is not None else None
-    if problem is not None and problem.shape == bad.shape:  # the float64 reference: the problem's own value
+    problem = fit(rules.sensitivity.exact.get(path), bad.shape) if rules.sensitivity is not None else None
+    if problem is not None:  # the float64 reference: the problem's own value
         beyond = both & overflows(problem, dt)
     elif rules.measurable and rules.sensitivity is None:  # (a kernel computing 4x instead of 2x overflows in float64
         kernels, beyond = beyond, none.copy()  # too: its float64 run is no evidence of what the problem gives)

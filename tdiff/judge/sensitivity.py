@@ -254,19 +254,28 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows).
     With `float32`, at least the float32 computations' error, `ACCUMULATION` times unless compared `exact`ly
     (indices, integers: any value a float32 computation gives, faithfully rounded ones included, not more)."""
-    spread = sensitivity.spreads.get(path) if sensitivity is not None else None
-    if spread is None or spread.shape != shape:
+    if sensitivity is None:
         return None
-    computed = sensitivity.arithmetic.get(path)  # type: ignore[union-attr]
-    if float32 and computed is not None and computed.shape == shape:
+    spread = fit(sensitivity.spreads.get(path), shape)
+    if spread is None:
+        return None
+    computed = fit(sensitivity.arithmetic.get(path), shape)
+    if float32 and computed is not None:
         spread = np.maximum(spread, (1.0 if exact else ACCUMULATION) * computed)
-    rounded = sensitivity.faithful.get(path)  # type: ignore[union-attr]
-    if float32 and exact and rounded is not None and rounded.shape == shape:
+    rounded = fit(sensitivity.faithful.get(path), shape)
+    if float32 and exact and rounded is not None:
         spread = np.maximum(spread, rounded)
     if dt.is_float:
-        spread = np.where(sensitivity.reach[path] >= dtypes.overflow_threshold(dt), np.inf,  # type: ignore[union-attr]
-                          spread)
+        spread = np.where(fit(sensitivity.reach[path], shape) >= dtypes.overflow_threshold(dt), np.inf, spread)
     return spread
+
+
+def fit(values: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A measured array of a target as the comparison shapes it (a 0-d result is compared as one element), or None
+    where it is missing or holds another number of elements."""
+    if values is None or values.size != int(np.prod(shape)):
+        return None
+    return values.reshape(shape)
 
 
 def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.ndarray,
@@ -310,9 +319,9 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
         if by_float32.any():
             j = _first(by_float32)
             names = tuple(n for n, m in flags.items() if (m & by_float32).any() and n != SCALE)
-            off = sensitivity.arithmetic.get(path)  # type: ignore[union-attr]
-            rounded = sensitivity.faithful.get(path)  # type: ignore[union-attr]
-            if tol.exact and rounded is not None and off is not None and rounded.shape == off.shape:
+            off = fit(sensitivity.arithmetic.get(path), bad.shape)  # type: ignore[union-attr]
+            rounded = fit(sensitivity.faithful.get(path), bad.shape)  # type: ignore[union-attr]
+            if tol.exact and rounded is not None and off is not None:
                 off = np.fmax(off, rounded)  # (an index: what a faithfully rounded float32 computation gives too)
             cmp.forgiven.append(Forgiven(path, int(by_float32.sum()), (j, float(va[j]), float(vb[j])),
                                          why=FLOAT32_COMPUTATION, flags=names,
@@ -367,8 +376,8 @@ def _within(va: np.ndarray, vb: np.ndarray, tol: Tolerance, spread: np.ndarray, 
         # a flag marks where a difference may be legitimate, not by how much: the strict part, plus the spread
         margin = (1.0 if tol.exact else MARGIN) * spread
         within = np.isinf(spread) | (np.abs(va - vb) <= strict + margin)
-        exact = sensitivity.exact.get(path)
-        if exact is not None and exact.shape == within.shape and not tol.exact:
+        exact = fit(sensitivity.exact.get(path), within.shape)
+        if exact is not None and not tol.exact:
             kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not side.role.is_reference]
             near = np.ones(within.shape, bool)
             for v in kernel:

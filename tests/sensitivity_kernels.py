@@ -170,8 +170,12 @@ def _row_argmax_launch(kernel, x):
     return idx
 
 
-@tdiff.check(launch=_row_argmax_launch, reference=lambda x: (x.double() + 1000.0).argmax(-1).to(torch.int32),
-             x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-1, 1)))
+# the index of each row's largest x + 1000, as the float64 reference has it
+_ROW_ARGMAX = dict(launch=_row_argmax_launch, reference=lambda x: (x.double() + 1000.0).argmax(-1).to(torch.int32),
+                   x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-1, 1)))
+
+
+@tdiff.check(**_ROW_ARGMAX)
 @triton.jit
 def argmax_offset(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     """The index of each row's largest x + 1000 (float32): values a few ulps of 1000 apart near-tie there."""
@@ -181,8 +185,7 @@ def argmax_offset(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     tl.store(idx_ptr + row, tl.argmax(x + 1000.0, axis=0))
 
 
-@tdiff.check(launch=_row_argmax_launch, reference=lambda x: (x.double() + 1000.0).argmax(-1).to(torch.int32),
-             x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-1, 1)))
+@tdiff.check(**_ROW_ARGMAX)
 @triton.jit
 def argmax_two_offsets(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     """As `argmax_offset`, adding 1000 in two steps (two roundings, as a GPU's approximations may round)."""

@@ -98,13 +98,10 @@ def reference_bwd(x, grad_out, dim):
 
 # liger 26: the support's mean gradient is cast to the gradient's dtype before it is subtracted; in float16 and
 # bfloat16 that rounding cancels where the gradients cluster around their mean (its own check below)
-tdiff.check(
-    launch=launch_bwd, reference=reference_bwd, name="backward",
-    dims={"N": tst.sides(1, 300)},
-    x=tst.tensors(shape=SHAPE, dtype="float32", max_numel=2048),
-    grad_out=tst.tensors(like="x"),
-    dim=[-1, 0, 1],
-)(lib._sparsemax_backward_kernel)
+_BWD = dict(launch=launch_bwd, reference=reference_bwd, dims={"N": tst.sides(1, 300)}, grad_out=tst.tensors(like="x"),
+            dim=[-1, 0, 1])
+tdiff.check(name="backward", x=tst.tensors(shape=SHAPE, dtype="float32", max_numel=2048),
+            **_BWD)(lib._sparsemax_backward_kernel)
 
 HALF_MEAN_FINDING = ("liger 26 (observation): _sparsemax_backward_kernel casts go_sum / supp_cnt to the gradient's "
                      "dtype before go - mean; in bfloat16 a case came out 0.3125 against 0.334, beyond what one "
@@ -112,10 +109,6 @@ HALF_MEAN_FINDING = ("liger 26 (observation): _sparsemax_backward_kernel casts g
 
 
 tdiff.check(
-    launch=launch_bwd, reference=reference_bwd, name="backward_half_mean",
-    dims={"N": tst.sides(1, 300)},
-    x=tst.tensors(shape=SHAPE, dtype=["float16", "bfloat16"], max_numel=2048),
-    grad_out=tst.tensors(like="x"),
-    dim=[-1, 0, 1],
+    name="backward_half_mean", x=tst.tensors(shape=SHAPE, dtype=["float16", "bfloat16"], max_numel=2048), **_BWD,
     marks=[pytest.mark.xfail(strict=False, reason=HALF_MEAN_FINDING)],
 )(lib._sparsemax_backward_kernel)

@@ -345,7 +345,7 @@ def test_an_index_among_values_a_faithful_float32_rounding_apart_may_come_out_ei
     check = S.argmax_offset.__tdiff_checks__[0]
     judge = runner.judge(check, runner.new_result(check))
     last = sensitivity.PERTURBATIONS + sensitivity.NATIVE + sensitivity.FAITHFUL
-    assert judge.rerun_spec(Rerun(PERTURBED, k=last)).label == f"reference:fp32:faithful{last}"
+    assert judge.rerun_spec(Rerun(PERTURBED, k=last)).label == f"reference:fp32:faithful{sensitivity.FAITHFUL}"
     assert BackendSpec.parse(f"reference:fp32:faithful{last}").faithful == last
     x = torch.tensor([[0.0, 6.2e-5]] * 8)
     m = _measure(check, Case({"x": tensor_arg(x)}))
@@ -368,6 +368,26 @@ def test_a_near_tie_index_a_faithful_rounding_explains_passes_and_fails_without_
     monkeypatch.setattr(sensitivity, "FAITHFUL", 0)
     v, _ = verdict(S.argmax_two_offsets, x=x)
     assert v.failed and "flagged fragile (near-tie or near-pole)" in text(v), v
+
+
+def test_a_faithful_rounding_is_a_function_of_its_operands_and_its_pairs_move_opposite_ways():
+    # equal operands give equal results in every faithful run (an exact tie stays a tie: only the inputs' own
+    # perturbation may break it); a pair of runs (seeds 2j-1, 2j) moves each result opposite ways, so two values one
+    # ulp apart meet or swap in one run of a pair wherever the pair moves them differently (2/3 of the time)
+    from tdiff.execute.backends.float32_arithmetic import float32_arithmetic
+
+    x = torch.linspace(-3, 3, 4001, dtype=torch.float64)
+    steps = []
+    for seed in range(1, sensitivity.FAITHFUL + 1):
+        with float32_arithmetic(seed):
+            tied = torch.tanh(torch.stack([x, x], -1))
+            moved = torch.tanh(x)
+        assert tied.dtype == torch.float32 and torch.equal(tied[:, 0], tied[:, 1]), seed
+        steps.append(torch.sign(moved.double() - torch.tanh(x).float().double()))
+    assert torch.equal(steps[0], -steps[1]) and torch.equal(steps[2], -steps[3])  # antithetic pairs
+    assert not torch.equal(steps[0], steps[2])  # (two pairs, two hashes)
+    share = (steps[0] != 0).double().mean().item()
+    assert 0.6 < share < 0.73, share  # two thirds of the results move in a run
 
 
 def test_a_zero_dimensional_result_is_measured_as_the_one_element_it_is_compared_as():

@@ -54,8 +54,9 @@ PERTURBATIONS = 6
 NATIVE = 4
 #: ... and runs at the case's precision rounded faithfully at random (`reference:fp32:faithful<k>`, every rounding
 #: operation's result one ulp either way, as a GPU's approximate transcendentals or fused multiply-adds may give):
-#: for outputs compared exactly only (an index decided among values within such a rounding may come out either way)
-FAITHFUL = 3
+#: for outputs compared exactly only (an index decided among values within such a rounding may come out either way);
+#: two antithetic pairs, which meet or swap two values one ulp apart with probability 1 - (1/3)^2 = 0.89
+FAITHFUL = 4
 #: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
 #: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
 ACCUMULATION = 16.0
@@ -73,8 +74,9 @@ def native(k: int) -> bool:
 
 
 def faithful(k: int) -> int:
-    """The seed of the k-th perturbed run's faithful rounding (`FAITHFUL` runs at the case's precision), else 0."""
-    return k if k > PERTURBATIONS + NATIVE else 0
+    """The seed of the k-th perturbed run's faithful rounding (`FAITHFUL` runs at the case's precision), else 0:
+    seeds 2j-1 and 2j are an antithetic pair (float32_arithmetic)."""
+    return k - PERTURBATIONS - NATIVE if k > PERTURBATIONS + NATIVE else 0
 
 
 def measured(extra: Mapping[Rerun, Outcome]) -> bool:
@@ -203,7 +205,9 @@ def perturbed_case(case: Case, k: int) -> Case:
     inputs = {}
     for i, (name, value) in enumerate(case.inputs.items()):
         if isinstance(value, TensorArg) and value.dt.is_float:
-            value = _nudge(value, k, i) if native(k) else _perturb(value, k, i)
+            # (a faithful pair's two runs share their inputs: they round the same values opposite ways)
+            value = _nudge(value, k - (faithful(k) % 2 == 0 and faithful(k) > 0), i) if native(k) else \
+                _perturb(value, k, i)
         inputs[name] = value
     return Case(inputs, case.config, case.dims)
 

@@ -8,9 +8,13 @@ algorithms. Inside `float32_arithmetic()`, every torch call that would make a fl
 numpy arithmetic inside a reference is not seen (it stays as the reference writes it).
 
 `float32_arithmetic(faithful=k)` also moves the result of every rounding operation (arithmetic, transcendental
-functions, reductions) one ulp up or down at random for half its elements (seeded by k): a faithful float32
-computation, as a GPU's `tanh`, `ex2.approx` or fused multiply-add may round, where PyTorch's rounds to nearest. An
-index decided among float32 values within such a rounding of each other (a near-tie) may then come out either way.
+functions, reductions) one ulp up or down for two thirds of its elements: a faithful float32 computation, as a
+GPU's `tanh`, `ex2.approx` or fused multiply-add may round, where PyTorch's rounds to nearest. An index decided among
+float32 values within such a rounding of each other (a near-tie) may then come out either way. Which way is a hash
+of the result and the operands at that element, as a faithful function is still a function: equal operands give equal
+results, so an exact tie (two equal logits) stays a tie. Runs come in pairs (seeds 2j-1 and 2j share a hash and move
+opposite ways): two values one ulp apart that a pair moves differently meet or swap in one of its two runs, which
+happens with probability 2/3 per pair.
 """
 
 from __future__ import annotations
@@ -48,17 +52,23 @@ ROUNDING = frozenset({"add", "sub", "mul", "div", "true_divide", "__add__", "__r
 class _Float32Mode(TorchFunctionMode):
     def __init__(self, faithful: int = 0) -> None:
         super().__init__()
-        self.rng = torch.Generator().manual_seed(faithful) if faithful else None
+        self.seed = faithful
 
-    def _faithful(self, func: Any, out: Any) -> Any:
-        """`out` (a rounding function's float32 result) with half its elements moved one ulp either way."""
-        if (self.rng is None or not isinstance(out, torch.Tensor) or out.dtype != torch.float32
+    def _faithful(self, func: Any, out: Any, operands: tuple = ()) -> Any:
+        """`out` (a rounding function's float32 result) with two thirds of its elements moved one ulp either way."""
+        if (not self.seed or not isinstance(out, torch.Tensor) or out.dtype != torch.float32
                 or getattr(func, "__name__", "") not in ROUNDING or out.numel() == 0):
             return out
         with torch.no_grad():
-            pick = torch.randint(0, 4, out.shape, generator=self.rng)  # 0: down, 1: up, else kept
-            toward = torch.where(pick == 0, -torch.inf, torch.inf)
-            moved = torch.where(pick < 2, torch.nextafter(out.detach(), toward), out.detach())
+            key = _mix(_bits(out) ^ ((self.seed + 1) // 2))
+            for operand in operands:
+                bits = _bits(operand)
+                if bits is not None and (shaped := _broadcast(bits, out.shape)) is not None:
+                    key = _mix(key ^ shaped)
+            step = key % 3 - 1  # -1: down, 1: up, 0: kept; the next (even) seed moves the other way
+            step = -step if self.seed % 2 == 0 else step
+            toward = torch.where(step < 0, -torch.inf, torch.inf)
+            moved = torch.where(step != 0, torch.nextafter(out.detach(), toward), out.detach())
             moved = torch.where(torch.isfinite(moved) | ~torch.isfinite(out), moved, out.detach())
         return out + (moved - out.detach()) if out.requires_grad else moved
 
@@ -74,10 +84,37 @@ class _Float32Mode(TorchFunctionMode):
             args = args[:1] + tuple(_narrow(a) for a in args[1:])  # `.to(other)` with a float64 other
         out = func(*args, **kwargs)
         if isinstance(out, torch.Tensor) and out.dtype in _WIDE and not _in_place(func):
-            return self._faithful(func, out.to(_WIDE[out.dtype]))
+            return self._faithful(func, out.to(_WIDE[out.dtype]), args)
         if isinstance(out, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in out):
             return _narrow(out)
-        return out if _in_place(func) else self._faithful(func, out)
+        return out if _in_place(func) else self._faithful(func, out, args)
+
+
+def _bits(value: Any) -> torch.Tensor | None:
+    """A float or integer tensor's bits at float32 (int64, 32 bits used), else None."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    value = value.detach()
+    if value.is_floating_point():
+        return value.to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    if value.dtype.is_complex:
+        return None
+    return value.to(torch.int64) & 0xFFFFFFFF
+
+
+def _broadcast(bits: torch.Tensor, shape: torch.Size) -> torch.Tensor | None:
+    try:
+        return torch.broadcast_to(bits, shape)
+    except RuntimeError:
+        return None  # (a reduction's operand: the result's own bits decide)
+
+
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (the `lowbias32` finalizer) of every element."""
+    h = h & 0xFFFFFFFF
+    h = ((h ^ (h >> 16)) * 0x7FEB352D) & 0xFFFFFFFF
+    h = ((h ^ (h >> 15)) * 0x846CA68B) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 def _in_place(func: Any) -> bool:

@@ -162,6 +162,17 @@ step_power_generic() {  # the planted bugs declared generically, with and withou
     summary "power generic, plan: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power_generic_plan.md")"
 }
 
+step_probes() {  # bench/gpu_probes.py (the DyT flush and the cross-entropy smoothing cancellation), and the
+    # one_class_smoothing check on the compiled kernel, its corpus entry kept
+    $PY bench/gpu_probes.py > "$OUT/probes.txt" 2>&1
+    summary "gpu probes: exit $?; $(tail -1 "$OUT/probes.txt")"
+    rm -rf .tdiff
+    $PY -m pytest -p tdiff.plugin --tdiff suites/liger/cross_entropy.py -k one_class_smoothing -p no:cacheprovider \
+        -p no:xdist -rxX > "$OUT/one_class.txt" 2>&1
+    summary "one_class_smoothing: exit $?; $(tail -1 "$OUT/one_class.txt")"
+    mkdir -p "$OUT/corpus" && cp -r .tdiff/corpus/* "$OUT/corpus/" 2>/dev/null
+}
+
 setup
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(main localize findings gpu_tests seeds stages)

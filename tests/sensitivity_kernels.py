@@ -4,6 +4,7 @@ to a result that fits, float16 statistics of a float16 row; each with the correc
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 import tdiff
 from tdiff import strategies as tst
@@ -193,3 +194,22 @@ def argmax_two_offsets(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
     tl.store(idx_ptr + row, tl.argmax((x + 500.0) + 500.0, axis=0))
+
+
+def _scaled_tanh_launch(kernel, x):
+    y = torch.empty_like(x)
+    kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return y
+
+
+@tdiff.check(launch=_scaled_tanh_launch, reference=lambda x: (torch.tanh(x.double() * 1e-30) * 1e25).float(),
+             x=tst.tensors(ndim=1, max_side=8, layouts=["contiguous"]))
+@triton.jit
+def scaled_tanh_flushed(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """tanh(x * 1e-30) * 1e25 with the tanh's subnormal operand flushed to zero, as Triton's compiled libdevice
+    `tanh` does (`enable_reflect_ftz`): written out, so that the interpreter gives what a GPU gives."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    t = x * 1e-30
+    t = tl.where(tl.abs(t) < 1.1754943508222875e-38, 0.0, t)
+    tl.store(y_ptr + offs, libdevice.tanh(t) * 1e25, mask=offs < n)

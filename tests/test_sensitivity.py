@@ -353,7 +353,6 @@ def test_an_index_among_values_a_faithful_float32_rounding_apart_may_come_out_ei
     assert (m.faithful["returned"] == 1).any(), m.faithful  # a faithful rounding does, in some rows
     i32 = dtypes.dtype("int32")
     assert (sensitivity.spread_in(m, "returned", i32, (8,), exact=True) == m.faithful["returned"]).all()
-    assert (sensitivity.spread_in(m, "returned", i32, (8,), exact=False) == 0).all()  # (for exact targets only)
 
 
 def test_a_near_tie_index_a_faithful_rounding_explains_passes_and_fails_without_it(monkeypatch):
@@ -364,7 +363,7 @@ def test_a_near_tie_index_a_faithful_rounding_explains_passes_and_fails_without_
     v, ev = verdict(S.argmax_two_offsets, x=x)
     assert v.label == V.PASSED, v
     (note,) = [t for k, t in v.notes if k == "float32 computation"]  # a counted caveat
-    assert "faithfully rounded" in note and "1 at (0,): 0 vs 1" in note and "near-tie" in note, note
+    assert "rounded faithfully" in note and "1 at (0,): 0 vs 1" in note and "near-tie" in note, note
     monkeypatch.setattr(sensitivity, "FAITHFUL", 0)
     v, _ = verdict(S.argmax_two_offsets, x=x)
     assert v.failed and "flagged fragile (near-tie or near-pole)" in text(v), v
@@ -388,6 +387,23 @@ def test_a_faithful_rounding_is_a_function_of_its_operands_and_its_pairs_move_op
     assert not torch.equal(steps[0], steps[2])  # (two pairs, two hashes)
     share = (steps[0] != 0).double().mean().item()
     assert 0.6 < share < 0.73, share  # two thirds of the results move in a run
+
+
+def test_a_math_functions_subnormal_operand_flushed_to_zero_as_on_a_gpu_passes_and_fails_without_the_model(
+        monkeypatch):
+    # Triton compiles libdevice calls with flush-to-zero (`enable_reflect_ftz`): tanh(x * 1e-30) * 1e25 is 0 on a GPU
+    # where x * 1e-30 is subnormal, 1e-15 exactly (the H200's liger DyT forward: 0 vs 6.85e-30). A faithful float32
+    # run of the reference flushes its math functions' subnormals too, so the difference is a float32 computation's
+    from tdiff.execute.backends import float32_arithmetic
+
+    x = torch.tensor([1e-10, 2e-10])
+    v, _ = verdict(S.scaled_tanh_flushed, x=x)
+    assert v.label == V.PASSED, text(v)
+    (note,) = [t for k, t in v.notes if k == "float32 computation"]
+    assert "subnormals flushed to zero" in note and "1e-15 at (0,): 0 vs 1e-15" in note, note
+    monkeypatch.setattr(float32_arithmetic, "FLUSHED", frozenset())
+    v, _ = verdict(S.scaled_tanh_flushed, x=x)
+    assert v.failed and "beyond what the problem allows" in text(v), text(v)
 
 
 def test_a_zero_dimensional_result_is_measured_as_the_one_element_it_is_compared_as():

@@ -53,9 +53,10 @@ PERTURBATIONS = 6
 #: [a, a + d] is +-1 whatever d, and float32's rounding of its mean moves it by about u * |a| / d)
 NATIVE = 4
 #: ... and runs at the case's precision rounded faithfully at random (`reference:fp32:faithful<k>`, every rounding
-#: operation's result one ulp either way, as a GPU's approximate transcendentals or fused multiply-adds may give):
-#: for outputs compared exactly only (an index decided among values within such a rounding may come out either way);
-#: two antithetic pairs, which meet or swap two values one ulp apart with probability 1 - (1/3)^2 = 0.89
+#: operation's result one ulp either way, as a GPU's approximate transcendentals or fused multiply-adds may give, and
+#: the math functions' subnormals flushed to zero, as Triton's libdevice calls do): an index decided among values
+#: within such a rounding may come out either way, a tiny value a math function takes may be 0; two antithetic
+#: pairs, which meet or swap two values one ulp apart with probability 1 - (1/3)^2 = 0.89
 FAITHFUL = 4
 #: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
 #: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
@@ -257,7 +258,8 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     """The measured spread of a target, for an output of dtype `dt`: unbounded where one rounding of the inputs
     takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows).
     With `float32`, at least the float32 computations' error, `ACCUMULATION` times unless compared `exact`ly
-    (indices, integers: any value a float32 computation gives, faithfully rounded ones included, not more)."""
+    (indices, integers: any value a float32 computation gives, not more), and at least the faithfully rounded
+    float32 computations' error (`reference:fp32:faithful<k>`: a GPU's roundings and flushed subnormals), once."""
     if sensitivity is None:
         return None
     spread = fit(sensitivity.spreads.get(path), shape)
@@ -267,7 +269,7 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     if float32 and computed is not None:
         spread = np.maximum(spread, (1.0 if exact else ACCUMULATION) * computed)
     rounded = fit(sensitivity.faithful.get(path), shape)
-    if float32 and exact and rounded is not None:
+    if float32 and rounded is not None:  # (once: a GPU's flushed subnormal is no rounding error to multiply)
         spread = np.maximum(spread, rounded)
     if dt.is_float:
         spread = np.where(fit(sensitivity.reach[path], shape) >= dtypes.overflow_threshold(dt), np.inf, spread)
@@ -325,8 +327,8 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
             names = tuple(n for n, m in flags.items() if (m & by_float32).any() and n != SCALE)
             off = fit(sensitivity.arithmetic.get(path), bad.shape)  # type: ignore[union-attr]
             rounded = fit(sensitivity.faithful.get(path), bad.shape)  # type: ignore[union-attr]
-            if tol.exact and rounded is not None and off is not None:
-                off = np.fmax(off, rounded)  # (an index: what a faithfully rounded float32 computation gives too)
+            if rounded is not None and off is not None:
+                off = np.fmax(off, rounded)  # (what a faithfully rounded float32 computation gives too)
             cmp.forgiven.append(Forgiven(path, int(by_float32.sum()), (j, float(va[j]), float(vb[j])),
                                          why=FLOAT32_COMPUTATION, flags=names,
                                          spread=float(off[j]) if off is not None else 0.0,

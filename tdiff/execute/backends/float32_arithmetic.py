@@ -14,7 +14,9 @@ float32 values within such a rounding of each other (a near-tie) may then come o
 of the result and the operands at that element, as a faithful function is still a function: equal operands give equal
 results, so an exact tie (two equal logits) stays a tie. Runs come in pairs (seeds 2j-1 and 2j share a hash and move
 opposite ways): two values one ulp apart that a pair moves differently meet or swap in one of its two runs, which
-happens with probability 2/3 per pair.
+happens with probability 2/3 per pair. A faithful run also flushes subnormal operands and results of the math
+functions (`FLUSHED`) to zero, keeping their sign, as Triton's compiled libdevice calls do (its CUDA backend
+compiles them with `enable_reflect_ftz`, on by default): `tanh(1e-39) * 1e9` is 0 there.
 """
 
 from __future__ import annotations
@@ -47,6 +49,25 @@ ROUNDING = frozenset({"add", "sub", "mul", "div", "true_divide", "__add__", "__r
     "softmax", "log_softmax", "logsumexp", "sum", "mean", "nansum", "var", "std", "norm", "cumsum", "prod", "matmul",
     "__matmul__", "mm", "bmm", "addmm", "einsum", "linear", "lerp", "addcmul", "addcdiv", "silu", "gelu", "softplus",
     "hypot", "layer_norm", "rms_norm", "group_norm"})
+
+
+#: the math functions a faithful run flushes subnormal operands and results of (Triton's libdevice calls, compiled
+#: with flush-to-zero)
+FLUSHED = frozenset({"tanh", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sigmoid", "sqrt", "rsqrt",
+    "sin", "cos", "tan", "atan", "atan2", "asin", "acos", "sinh", "cosh", "erf", "erfc", "pow", "__pow__", "__rpow__",
+    "softplus", "silu", "gelu", "softmax", "log_softmax"})
+_TINY32 = float(torch.finfo(torch.float32).tiny)
+
+
+def _flush(value: Any) -> Any:
+    """A float tensor with its float32-subnormal elements replaced by zeros of their sign; anything else as is."""
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return value
+    with torch.no_grad():
+        small = (value != 0) & (value.abs() < _TINY32)
+        if not bool(small.any()):
+            return value
+        return torch.where(small, torch.copysign(torch.zeros_like(value), value), value)
 
 
 class _Float32Mode(TorchFunctionMode):
@@ -82,7 +103,12 @@ class _Float32Mode(TorchFunctionMode):
         if func in (torch.Tensor.to, torch.Tensor.type) and any(
                 isinstance(a, torch.Tensor) and a.dtype in _WIDE for a in args[1:]):
             args = args[:1] + tuple(_narrow(a) for a in args[1:])  # `.to(other)` with a float64 other
+        flushed = bool(self.seed) and getattr(func, "__name__", "") in FLUSHED
+        if flushed:
+            args = tuple(_flush(a) for a in args)
         out = func(*args, **kwargs)
+        if flushed and isinstance(out, torch.Tensor) and out.dtype in (torch.float32, torch.float64):
+            out = _flush(out.to(torch.float32))
         if isinstance(out, torch.Tensor) and out.dtype in _WIDE and not _in_place(func):
             return self._faithful(func, out.to(_WIDE[out.dtype]), args)
         if isinstance(out, (tuple, list)) and any(isinstance(o, torch.Tensor) for o in out):

@@ -177,7 +177,8 @@ def _measure(check, case):
     wide = ReferenceBackend(BackendSpec("reference", upcast=True))
 
     def own(k):
-        return ReferenceBackend(BackendSpec("reference", demote=True, faithful=sensitivity.faithful(k)))
+        return ReferenceBackend(BackendSpec("reference", demote=True, faithful=sensitivity.faithful(k),
+                                            flushed=sensitivity.flushed(k)))
 
     return sensitivity.measure(case, {r: (own(r.k) if sensitivity.native(r.k) else wide).run(
         check, sensitivity.perturbed_case(case, r.k)) for r in sensitivity.reruns()})
@@ -321,7 +322,7 @@ def test_a_correct_float32_layer_norm_passes_by_the_float32_computation_and_a_on
     import contextlib
 
     from tdiff.execute.backends import reference
-    monkeypatch.setattr(reference, "float32_arithmetic", contextlib.nullcontext)
+    monkeypatch.setattr(reference, "float32_arithmetic", lambda *a, **k: contextlib.nullcontext())
     v, _ = verdict(S.layer_norm_two_pass, x=x)
     assert v.failed, v
 
@@ -347,6 +348,8 @@ def test_an_index_among_values_a_faithful_float32_rounding_apart_may_come_out_ei
     last = sensitivity.PERTURBATIONS + sensitivity.NATIVE + sensitivity.FAITHFUL
     assert judge.rerun_spec(Rerun(PERTURBED, k=last)).label == f"reference:fp32:faithful{sensitivity.FAITHFUL}"
     assert BackendSpec.parse(f"reference:fp32:faithful{last}").faithful == last
+    assert judge.rerun_spec(Rerun(PERTURBED, k=last + 1)).label == "reference:fp32:ftz"
+    assert BackendSpec.parse("reference:fp32:ftz").flushed
     x = torch.tensor([[0.0, 6.2e-5]] * 8)
     m = _measure(check, Case({"x": tensor_arg(x)}))
     assert (m.spreads["returned"] == 0).all() and (m.arithmetic["returned"] == 0).all(), m  # nudges never tie
@@ -392,15 +395,15 @@ def test_a_faithful_rounding_is_a_function_of_its_operands_and_its_pairs_move_op
 def test_a_math_functions_subnormal_operand_flushed_to_zero_as_on_a_gpu_passes_and_fails_without_the_model(
         monkeypatch):
     # Triton compiles libdevice calls with flush-to-zero (`enable_reflect_ftz`): tanh(x * 1e-30) * 1e25 is 0 on a GPU
-    # where x * 1e-30 is subnormal, 1e-15 exactly (the H200's liger DyT forward: 0 vs 6.85e-30). A faithful float32
-    # run of the reference flushes its math functions' subnormals too, so the difference is a float32 computation's
+    # where x * 1e-30 is subnormal, 1e-15 exactly (the H200's liger DyT forward: 0 vs 6.85e-30). A float32 run of
+    # the reference whose math functions flush subnormals too (`reference:fp32:ftz`) gives it: a float32 computation's
     from tdiff.execute.backends import float32_arithmetic
 
     x = torch.tensor([1e-10, 2e-10])
     v, _ = verdict(S.scaled_tanh_flushed, x=x)
     assert v.label == V.PASSED, text(v)
     (note,) = [t for k, t in v.notes if k == "float32 computation"]
-    assert "subnormals flushed to zero" in note and "1e-15 at (0,): 0 vs 1e-15" in note, note
+    assert "flush subnormals to zero" in note and "1e-15 at (0,): 0 vs 1e-15" in note, note
     monkeypatch.setattr(float32_arithmetic, "FLUSHED", frozenset())
     v, _ = verdict(S.scaled_tanh_flushed, x=x)
     assert v.failed and "beyond what the problem allows" in text(v), text(v)

@@ -54,6 +54,9 @@ class BackendSpec:
     demote: bool = False
     # ... and rounded faithfully at random, the k-th such run (`reference:fp32:faithful2`; 0: rounded to nearest)
     faithful: int = 0
+    # ... with the math functions' subnormal operands and results flushed to zero, as Triton's compiled libdevice
+    # calls give them (`reference:fp32:ftz`)
+    flushed: bool = False
     device: str | None = None
     programs: tuple[tuple[int, int, int], ...] | None = None  # interpret only these programs
     check_pointers: bool = True
@@ -131,6 +134,8 @@ class BackendSpec:
             parts.append("fp32")
             if self.faithful:
                 parts.append(f"faithful{self.faithful}")
+            if self.flushed:
+                parts.append("ftz")
         if self.masked != "undefined" and self.kind == "interpreter":
             parts.append("zero-fill")
         if self.unspecified != "default" and self.kind == "interpreter":
@@ -260,6 +265,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["demote"] = True
         elif opt.startswith("faithful") and opt[8:].isdigit() and int(opt[8:]) > 0:
             out["faithful"] = int(opt[8:])
+        elif opt == "ftz":
+            out["flushed"] = True
         elif opt == "zero-fill":
             out["masked"] = "zero"
         elif opt == "alt-unspecified":

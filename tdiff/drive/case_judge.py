@@ -18,7 +18,7 @@ from ..execute.workers import InProcess, Job
 from ..judge.evidence import Evidence, gather
 from ..judge.opinions import Opinions
 from ..judge.rules import Declared, Rules
-from ..judge.sensitivity import faithful, native, perturbed_case
+from ..judge.sensitivity import faithful, flushed, native, perturbed_case
 from ..judge.verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
 from ..record.results import CheckResult
 
@@ -160,7 +160,7 @@ class CaseJudge:
         if need.how == PERTURBED:  # on `sensitivity.perturbed_case`'s inputs: float64, or the case's own dtypes
             # (native: the reference's own float64 arithmetic in float32, the precision a kernel accumulates in)
             return self.spec(BackendSpec("reference", upcast=not native(need.k), demote=native(need.k),
-                                         faithful=faithful(need.k)))
+                                         faithful=faithful(need.k), flushed=flushed(need.k)))
         if need.how == ROUNDED:  # one run of the random-rounding ensemble (k=0: rounded to nearest)
             return self.spec(BackendSpec("interpreter", rounding=need.k))
         spec = self.roles[need.of]  # type: ignore[index]

@@ -53,11 +53,14 @@ PERTURBATIONS = 6
 #: [a, a + d] is +-1 whatever d, and float32's rounding of its mean moves it by about u * |a| / d)
 NATIVE = 4
 #: ... and runs at the case's precision rounded faithfully at random (`reference:fp32:faithful<k>`, every rounding
-#: operation's result one ulp either way, as a GPU's approximate transcendentals or fused multiply-adds may give, and
-#: the math functions' subnormals flushed to zero, as Triton's libdevice calls do): an index decided among values
-#: within such a rounding may come out either way, a tiny value a math function takes may be 0; two antithetic
-#: pairs, which meet or swap two values one ulp apart with probability 1 - (1/3)^2 = 0.89
+#: operation's result one ulp either way, as a GPU's approximate transcendentals or fused multiply-adds may give):
+#: for outputs compared exactly only (an index decided among values within such a rounding may come out either
+#: way); two antithetic pairs, which meet or swap two values one ulp apart with probability 1 - (1/3)^2 = 0.89
 FAITHFUL = 4
+#: ... and one run at the case's precision with the math functions' subnormal operands and results flushed to zero,
+#: as Triton's compiled libdevice calls give them (`reference:fp32:ftz`): for every output, once (a flushed subnormal
+#: is no rounding error to multiply)
+FLUSH = 1
 #: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
 #: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
 ACCUMULATION = 16.0
@@ -66,7 +69,7 @@ ACCUMULATION = 16.0
 def reruns() -> tuple[Rerun, ...]:
     """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..), then the
     reference at the case's precision on perturbed inputs (`native(k)`)."""
-    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + FAITHFUL + 1))
+    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + FAITHFUL + FLUSH + 1))
 
 
 def native(k: int) -> bool:
@@ -77,7 +80,13 @@ def native(k: int) -> bool:
 def faithful(k: int) -> int:
     """The seed of the k-th perturbed run's faithful rounding (`FAITHFUL` runs at the case's precision), else 0:
     seeds 2j-1 and 2j are an antithetic pair (float32_arithmetic)."""
-    return k - PERTURBATIONS - NATIVE if k > PERTURBATIONS + NATIVE else 0
+    return k - PERTURBATIONS - NATIVE if PERTURBATIONS + NATIVE < k <= PERTURBATIONS + NATIVE + FAITHFUL else 0
+
+
+def flushed(k: int) -> bool:
+    """Whether the k-th perturbed run flushes the math functions' subnormals (`FLUSH` runs at the case's
+    precision, rounded to nearest)."""
+    return k > PERTURBATIONS + NATIVE + FAITHFUL
 
 
 def measured(extra: Mapping[Rerun, Outcome]) -> bool:
@@ -224,6 +233,8 @@ class Sensitivity:
     arithmetic: dict[str, np.ndarray] = field(default_factory=dict)
     # the faithfully rounded float32 computations' distance from it (for outputs compared exactly)
     faithful: dict[str, np.ndarray] = field(default_factory=dict)
+    # the float32 computation's with the math functions' subnormals flushed (`reference:fp32:ftz`)
+    flushed: dict[str, np.ndarray] = field(default_factory=dict)
     count: int = 0  # perturbations measured
     error: str | None = None  # why nothing was measured (the reference failed on the perturbed inputs)
 
@@ -238,10 +249,13 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
         return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
     out = Sensitivity(count=len(runs) - 1)
     wide = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if not native(r.k)]
-    narrow = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if native(r.k) and not faithful(r.k)]
+    narrow = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:])
+                          if native(r.k) and not faithful(r.k) and not flushed(r.k)]
     loose = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if faithful(r.k)]
+    flat = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if flushed(r.k)]
     at_precision = _spreads(case, narrow, [True] * (len(narrow) - 1))
     rounded = _spreads(case, loose, [True] * (len(loose) - 1))
+    flushes = _spreads(case, flat, [True] * (len(flat) - 1))
     for path, (r0, spread, reach) in _spreads(case, wide).items():
         if path in at_precision:
             _, computed, reach32 = at_precision[path]
@@ -249,6 +263,8 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
             out.arithmetic[path] = computed
         if path in rounded:
             out.faithful[path] = rounded[path][1]
+        if path in flushes:
+            out.flushed[path] = flushes[path][1]
         out.spreads[path], out.exact[path], out.reach[path] = spread, r0, reach
     return out
 
@@ -258,8 +274,8 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     """The measured spread of a target, for an output of dtype `dt`: unbounded where one rounding of the inputs
     takes the exact result beyond `dt`'s range (any value up to the infinity is then what this precision allows).
     With `float32`, at least the float32 computations' error, `ACCUMULATION` times unless compared `exact`ly
-    (indices, integers: any value a float32 computation gives, not more), and at least the faithfully rounded
-    float32 computations' error (`reference:fp32:faithful<k>`: a GPU's roundings and flushed subnormals), once."""
+    (indices, integers: any value a float32 computation gives, faithfully rounded ones included, not more), and at
+    least the error of the float32 computation whose math functions flush subnormals as a GPU's do, once."""
     if sensitivity is None:
         return None
     spread = fit(sensitivity.spreads.get(path), shape)
@@ -269,8 +285,11 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     if float32 and computed is not None:
         spread = np.maximum(spread, (1.0 if exact else ACCUMULATION) * computed)
     rounded = fit(sensitivity.faithful.get(path), shape)
-    if float32 and rounded is not None:  # (once: a GPU's flushed subnormal is no rounding error to multiply)
+    if float32 and exact and rounded is not None:
         spread = np.maximum(spread, rounded)
+    flat = fit(sensitivity.flushed.get(path), shape)
+    if float32 and flat is not None:  # (once: a GPU's flushed subnormal is no rounding error to multiply)
+        spread = np.maximum(spread, flat)
     if dt.is_float:
         spread = np.where(fit(sensitivity.reach[path], shape) >= dtypes.overflow_threshold(dt), np.inf, spread)
     return spread
@@ -327,8 +346,11 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
             names = tuple(n for n, m in flags.items() if (m & by_float32).any() and n != SCALE)
             off = fit(sensitivity.arithmetic.get(path), bad.shape)  # type: ignore[union-attr]
             rounded = fit(sensitivity.faithful.get(path), bad.shape)  # type: ignore[union-attr]
-            if rounded is not None and off is not None:
-                off = np.fmax(off, rounded)  # (what a faithfully rounded float32 computation gives too)
+            if tol.exact and rounded is not None and off is not None:
+                off = np.fmax(off, rounded)  # (an index: what a faithfully rounded float32 computation gives too)
+            flat = fit(sensitivity.flushed.get(path), bad.shape)  # type: ignore[union-attr]
+            if flat is not None and off is not None:
+                off = np.fmax(off, flat)  # (what one whose math functions flush subnormals gives)
             cmp.forgiven.append(Forgiven(path, int(by_float32.sum()), (j, float(va[j]), float(vb[j])),
                                          why=FLOAT32_COMPUTATION, flags=names,
                                          spread=float(off[j]) if off is not None else 0.0,

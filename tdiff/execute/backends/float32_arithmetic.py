@@ -14,7 +14,9 @@ float32 values within such a rounding of each other (a near-tie) may then come o
 of the result and the operands at that element, as a faithful function is still a function: equal operands give equal
 results, so an exact tie (two equal logits) stays a tie. Runs come in pairs (seeds 2j-1 and 2j share a hash and move
 opposite ways): two values one ulp apart that a pair moves differently meet or swap in one of its two runs, which
-happens with probability 2/3 per pair. A faithful run also flushes subnormal operands and results of the math
+happens with probability 2/3 per pair.
+
+`float32_arithmetic(flush=True)` (and every faithful run) flushes the subnormal operands and results of the math
 functions (`FLUSHED`) to zero, keeping their sign, as Triton's compiled libdevice calls do (its CUDA backend
 compiles them with `enable_reflect_ftz`, on by default): `tanh(1e-39) * 1e9` is 0 there.
 """
@@ -71,9 +73,10 @@ def _flush(value: Any) -> Any:
 
 
 class _Float32Mode(TorchFunctionMode):
-    def __init__(self, faithful: int = 0) -> None:
+    def __init__(self, faithful: int = 0, flush: bool = False) -> None:
         super().__init__()
         self.seed = faithful
+        self.flush = flush or bool(faithful)
 
     def _faithful(self, func: Any, out: Any, operands: tuple = ()) -> Any:
         """`out` (a rounding function's float32 result) with two thirds of its elements moved one ulp either way."""
@@ -103,7 +106,7 @@ class _Float32Mode(TorchFunctionMode):
         if func in (torch.Tensor.to, torch.Tensor.type) and any(
                 isinstance(a, torch.Tensor) and a.dtype in _WIDE for a in args[1:]):
             args = args[:1] + tuple(_narrow(a) for a in args[1:])  # `.to(other)` with a float64 other
-        flushed = bool(self.seed) and getattr(func, "__name__", "") in FLUSHED
+        flushed = self.flush and getattr(func, "__name__", "") in FLUSHED
         if flushed:
             args = tuple(_flush(a) for a in args)
         out = func(*args, **kwargs)
@@ -149,8 +152,8 @@ def _in_place(func: Any) -> bool:
 
 
 @contextlib.contextmanager
-def float32_arithmetic(faithful: int = 0) -> Iterator[None]:
+def float32_arithmetic(faithful: int = 0, flush: bool = False) -> Iterator[None]:
     """Torch's float64 arithmetic runs in float32 inside this block; with `faithful` (a seed), rounded faithfully
-    at random (see the module's docstring)."""
-    with _Float32Mode(faithful):
+    at random; with `flush` (or `faithful`), the math functions' subnormals flushed (see the module's docstring)."""
+    with _Float32Mode(faithful, flush):
         yield

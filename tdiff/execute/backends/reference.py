@@ -46,10 +46,11 @@ class ReferenceBackend:
 
 
 def _arithmetic(spec: BackendSpec, case: Case) -> contextlib.AbstractContextManager:
-    """`reference:fp32`: the reference's float64 arithmetic in float32 (`:faithful<k>`: rounded faithfully), unless
-    the case itself holds float64 tensors (then float64 is its precision)."""
+    """`reference:fp32`: the reference's float64 arithmetic in float32 (`:faithful<k>`: rounded faithfully, `:ftz`:
+    its math functions' subnormals flushed), unless the case itself holds float64 tensors (then float64 is its
+    precision)."""
     if spec.demote and not any(_holds_float64(v) for v in case.inputs.values()):
-        return float32_arithmetic(spec.faithful)
+        return float32_arithmetic(spec.faithful, flush=spec.flushed)
     return contextlib.nullcontext()
 
 

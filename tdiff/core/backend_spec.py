@@ -316,6 +316,11 @@ class Role:
     def is_reference(self) -> bool:
         return self.kind == "reference"
 
+    def relabelled(self, label: str) -> Role:
+        """The role under another label the judge gives the outcome (a repeated opinion primed: `compiled'`; a
+        localization run standing in for the opinion it localizes)."""
+        return role_of(label)
+
     @property
     def elsewhere(self) -> bool:
         """Run by another Python (`interpreter@/venv/bin/python`)."""
@@ -329,7 +334,8 @@ class Role:
 
 @lru_cache(maxsize=1024)
 def role_of(label: str) -> Role:
-    """The role a label names (`Outcome.role`; a divergence's sides stored in the corpus)."""
+    """The role a label names: where a label comes in as text (the label a backend gives its outcome, read once
+    when the outcome is made; a divergence's sides stored in the corpus or a verdict)."""
     return Role(label, label_kind(label), label_kind(label, unprimed=True), label_lane(label),
                 tuple(label.split(":")[1:]))
 

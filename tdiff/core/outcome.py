@@ -221,6 +221,9 @@ class Outcome:
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
+    # what the backend plays in the case (compiled, interpreter, reference, ...), read once from the label it gave
+    # the outcome; `relabel` replaces both
+    role: Role = field(default=None)  # type: ignore[assignment]
     compiles: int = 0  # specializations compiled by this run
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
@@ -238,11 +241,13 @@ class Outcome:
     def ok(self) -> bool:
         return self.error is None
 
-    @property
-    def role(self) -> Role:
-        """What this outcome's backend plays in the case (compiled, interpreter, reference, ...), as its label
-        `backend` says (`Role`)."""
-        return role_of(self.backend)
+    def __post_init__(self) -> None:
+        if self.role is None:
+            self.role = role_of(self.backend)
+
+    def relabel(self, label: str) -> None:
+        """Give this outcome another label (and the role under it)."""
+        self.backend, self.role = label, self.role.relabelled(label)
 
     def grid(self) -> tuple[int, int, int] | None:
         return self.launches[-1].grid if self.launches else None

@@ -130,7 +130,8 @@ class CaseJudge:
             label = o.backend
             while label in labelled:
                 label += "'"
-            o.backend, o.spec = label, spec
+            o.relabel(label)
+            o.spec = spec
             labelled[label] = o
             self.roles[label] = spec
         return labelled

@@ -46,7 +46,7 @@ def which_pass(judge: Any, case: Case, verdict: Verdict, ev: Evidence) -> str | 
         return judge.run(case, [spec])[0]
 
     def agrees(outcome: Outcome) -> bool | None:
-        outcome.backend = role
+        outcome.relabel(role)
         outs = {**others, role: outcome}
         e = gather(case, check.kernel_name, outs, judge.rules(), [(role, k) for k in others],
                    ev.extra.get(FLOAT64_RUN), ev.extra)  # (the problem's measured scale, where the verdict had it)

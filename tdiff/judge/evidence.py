@@ -55,9 +55,9 @@ class Evidence:
         return None
 
     def role(self, label: str) -> Role:
-        """What the side labelled `label` plays: its outcome's role; for a side this evidence has no outcome of (a
-        verdict's from another run, the reference asked on divergence), what its label says."""
-        o = self.outcomes.get(label)
+        """What the side labelled `label` plays: its outcome's role (an opinion's or a rerun's); for a side this
+        evidence holds no outcome of (a verdict's from another run), what its label says."""
+        o = self.outcomes.get(label) or next((x for x in self.extra.values() if x.backend == label), None)
         return o.role if o is not None else role_of(label)
 
     def roles(self, kind: str) -> list[str]:

@@ -61,8 +61,12 @@ tdiff.check(
 # carries bf16 / fp16 rounding: accepted here as the kernel's design. float16 values are kept to |x| <= 1
 # (sum(x^6) < 65504 for 300 columns), away from POWERS_FINDING, which the last check covers.
 HALF = {"returned[1]": tdiff.Tolerance.preset("reduce", "bfloat16")}
+# y too: its terms carry that rounding (several half-precision units of each term), which the problem does not where
+# the terms cancel: judged `numerically unstable` on the H200 (float16[3, 2], y 0.000596 against 0.000718, where one
+# rounding of the inputs moves it by 2.3e-5); declared here as the precision the kernel keeps (FINDINGS.md liger 10)
+HALF_Y = {**HALF, "returned[0]": tdiff.Tolerance.preset("reduce", "bfloat16")}
 tdiff.check(
-    launch=launch_fwd, reference=reference_fwd, name="forward_half", tolerances=HALF,
+    launch=launch_fwd, reference=reference_fwd, name="forward_half", tolerances=HALF_Y,
     dims={"H": tst.sides(1, 300)},
     X=tst.tensors(shape=SHAPE, dtype=["bfloat16", "float16"], max_numel=2048, values=tst.values(-1, 1)),
     W=tst.tensors(shape=(3,), like="X"),

@@ -21,8 +21,8 @@ ALLOWED = {
     "tdiff/options.py": 1,  # --tdiff-backends: the run's backends as the user wrote them
     "tdiff/declaration.py": 1,  # @check(backends=[...]): the check's
     "tdiff/core/settings.py": 1,  # RunOptions(backends=(...)): the public API takes strings
-    "tdiff/core/outcome.py": 1,  # Outcome.role: the label its backend gave it says what it plays
-    "tdiff/judge/evidence.py": 1,  # Evidence.role: a side with no outcome here (a verdict's from another run)
+    "tdiff/core/outcome.py": 1,  # an Outcome's role, read once when it is made from the label its backend gave it
+    "tdiff/judge/evidence.py": 1,  # Evidence.role: a side it holds no outcome of (a verdict's from another run)
     "tdiff/record/corpus.py": 1,  # a recorded divergence's sides, stored as labels in the entry's JSON
 }
 
@@ -79,3 +79,14 @@ def test_a_lane_keeps_its_parts():
     lane = BackendSpec.parse(f"interpreter@{sys.executable}").lane
     assert lane == f"cpu@{sys.executable}" and (lane.work, lane.python) == ("cpu", sys.executable)
     assert BackendSpec("compiled").lane == Lane("gpu") == "gpu" and Lane("gpu").python is None
+
+
+def test_an_outcome_reads_its_role_once_and_a_relabel_replaces_it(monkeypatch):
+    from tdiff.core import outcome as outcome_module
+
+    o = Outcome("compiled")
+    assert o.role.kind == "compiled"
+    monkeypatch.setattr(outcome_module, "role_of", lambda label: pytest.fail("the label read again"))
+    assert o.role.base == "compiled" and o.role.label == "compiled"  # (held, not read from the label again)
+    o.relabel("compiled'")  # the judge primes a repeated opinion
+    assert (o.backend, o.role.kind, o.role.base) == ("compiled'", "compiled'", "compiled")

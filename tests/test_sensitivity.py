@@ -409,6 +409,19 @@ def test_a_math_functions_subnormal_operand_flushed_to_zero_as_on_a_gpu_passes_a
     assert v.failed and "beyond what the problem allows" in text(v), text(v)
 
 
+def test_the_flushed_run_keeps_a_references_gradients_and_the_sign_of_zero():
+    # a reference that takes gradients (a loss's backward) through a math function of a subnormal value still does
+    # under `reference:fp32:ftz` (else its measurement fails and measures nothing)
+    from tdiff.execute.backends.float32_arithmetic import float32_arithmetic
+
+    x = torch.tensor([-1e-40, 0.5, 1e-40], dtype=torch.float64, requires_grad=True)
+    with float32_arithmetic(flush=True):
+        y = torch.tanh(x * 1.0)
+        (g,) = torch.autograd.grad(y.sum(), x)
+    assert y[0].item() == 0 and torch.signbit(y[0]) and y[2].item() == 0 and not torch.signbit(y[2])
+    assert g[0].item() == 0 and abs(g[1].item() - (1 - np.tanh(0.5) ** 2)) < 1e-6
+
+
 def test_a_zero_dimensional_result_is_measured_as_the_one_element_it_is_compared_as():
     # a 0-d output (a full sum) is compared as shape (1,): its measurement, taken on the reference's 0-d value,
     # applies to it (it did not: "the reference gave no such output", the dataflow scale passing it unmeasured)

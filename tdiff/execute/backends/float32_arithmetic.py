@@ -62,14 +62,14 @@ _TINY32 = float(torch.finfo(torch.float32).tiny)
 
 
 def _flush(value: Any) -> Any:
-    """A float tensor with its float32-subnormal elements replaced by zeros of their sign; anything else as is."""
+    """A float tensor with its float32-subnormal elements replaced by zeros of their sign (differentiably: a
+    reference may take gradients through it); anything else as is."""
     if not isinstance(value, torch.Tensor) or not value.is_floating_point():
         return value
-    with torch.no_grad():
-        small = (value != 0) & (value.abs() < _TINY32)
-        if not bool(small.any()):
-            return value
-        return torch.where(small, torch.copysign(torch.zeros_like(value), value), value)
+    small = (value.detach() != 0) & (value.detach().abs() < _TINY32)
+    if not bool(small.any()):
+        return value
+    return torch.where(small, value * 0.0, value)
 
 
 class _Float32Mode(TorchFunctionMode):

@@ -176,24 +176,25 @@ _ROW_ARGMAX = dict(launch=_row_argmax_launch, reference=lambda x: (x.double() + 
                    x=tst.tensors(ndim=2, max_side=8, layouts=["contiguous"], values=tst.values(-1, 1)))
 
 
+@triton.jit
+def _this_row(x_ptr, n, BLOCK: tl.constexpr):
+    """This program's row of x, -inf past its end."""
+    cols = tl.arange(0, BLOCK)
+    return tl.load(x_ptr + tl.program_id(0) * n + cols, mask=cols < n, other=-float("inf"))
+
+
 @tdiff.check(**_ROW_ARGMAX)
 @triton.jit
 def argmax_offset(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     """The index of each row's largest x + 1000 (float32): values a few ulps of 1000 apart near-tie there."""
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
-    tl.store(idx_ptr + row, tl.argmax(x + 1000.0, axis=0))
+    tl.store(idx_ptr + tl.program_id(0), tl.argmax(_this_row(x_ptr, n, BLOCK) + 1000.0, axis=0))
 
 
 @tdiff.check(**_ROW_ARGMAX)
 @triton.jit
 def argmax_two_offsets(x_ptr, idx_ptr, n, BLOCK: tl.constexpr):
     """As `argmax_offset`, adding 1000 in two steps (two roundings, as a GPU's approximations may round)."""
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
-    tl.store(idx_ptr + row, tl.argmax((x + 500.0) + 500.0, axis=0))
+    tl.store(idx_ptr + tl.program_id(0), tl.argmax((_this_row(x_ptr, n, BLOCK) + 500.0) + 500.0, axis=0))
 
 
 def _scaled_tanh_launch(kernel, x):

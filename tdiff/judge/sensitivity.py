@@ -31,7 +31,7 @@ reference fails on the perturbed inputs, the flag forgives as before, counted as
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -215,9 +215,9 @@ def perturbed_case(case: Case, k: int) -> Case:
     inputs = {}
     for i, (name, value) in enumerate(case.inputs.items()):
         if isinstance(value, TensorArg) and value.dt.is_float:
-            # (a faithful pair's two runs share their inputs: they round the same values opposite ways)
-            value = _nudge(value, k - (faithful(k) % 2 == 0 and faithful(k) > 0), i) if native(k) else \
-                _perturb(value, k, i)
+            # (a faithful pair's two runs share their inputs, the first's: they round the same values opposite ways)
+            first = k - 1 if faithful(k) and faithful(k) % 2 == 0 else k
+            value = _nudge(value, first, i) if native(k) else _perturb(value, k, i)
         inputs[name] = value
     return Case(inputs, case.config, case.dims)
 
@@ -248,15 +248,17 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
     if failed is not None:
         return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
     out = Sensitivity(count=len(runs) - 1)
-    wide = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if not native(r.k)]
-    narrow = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:])
-                          if native(r.k) and not faithful(r.k) and not flushed(r.k)]
-    loose = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if faithful(r.k)]
-    flat = [runs[0]] + [o for r, o in zip(reruns()[1:], runs[1:]) if flushed(r.k)]
-    at_precision = _spreads(case, narrow, [True] * (len(narrow) - 1))
-    rounded = _spreads(case, loose, [True] * (len(loose) - 1))
-    flushes = _spreads(case, flat, [True] * (len(flat) - 1))
-    for path, (r0, spread, reach) in _spreads(case, wide).items():
+
+    def around_exact(kind: Callable[[int], object], own_precision: bool = True) -> dict:
+        """`_spreads` of the perturbed runs of one kind (a predicate of k) around the unperturbed float64 run; at
+        the case's own precision, each run counts only where it is finite."""
+        chosen = [o for r, o in zip(reruns()[1:], runs[1:]) if kind(r.k)]
+        return _spreads(case, [runs[0], *chosen], [own_precision] * len(chosen))
+
+    at_precision = around_exact(lambda k: native(k) and not faithful(k) and not flushed(k))
+    rounded = around_exact(faithful)
+    flushes = around_exact(flushed)
+    for path, (r0, spread, reach) in around_exact(lambda k: not native(k), own_precision=False).items():
         if path in at_precision:
             _, computed, reach32 = at_precision[path]
             reach = np.fmax(reach, reach32)

@@ -37,7 +37,7 @@ from tdiff.drive.reduce_kernel import reduce_kernel  # noqa: E402
 from tdiff.drive.runner import Runner  # noqa: E402
 from tdiff.judge.verdict import Verdict  # noqa: E402
 from tdiff.record import repro  # noqa: E402
-from tdiff.record.corpus import Entry  # noqa: E402
+from tdiff.record.corpus import Entry, recorded_sides  # noqa: E402
 
 DESCRIBED = re.compile(r"kernel reduced from (\d+) to (\d+) lines in ([\d.]+) s \((\d+) of (\d+) candidates kept")
 
@@ -71,7 +71,8 @@ def corpus_rows(budget: float, only: list[str], save: Path | None) -> list[dict]
         pair = tuple(recorded.get("pair") or ())
         if any(p.startswith("compiled") for p in pair) and "compiled" not in judge.opinions.kinds:
             verdict = Verdict(meta.get("verdict", ""), pair=pair, kind=recorded.get("kind", ""),
-                              targets=tuple(recorded.get("targets") or ()))
+                              targets=tuple(recorded.get("targets") or ()),
+                              sides=dict(zip(pair, recorded_sides(meta))))
         elif not verdict.failed:
             rows.append(_row(name, "corpus", note=f"the entry does not fail here ({verdict.label})"))
             continue

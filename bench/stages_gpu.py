@@ -249,7 +249,7 @@ def stand_in(job):
 
     def run(spec):
         kernel = job.fresh(spec.ir, **dict(spec.launch)) if spec.ir else job.fresh(**dict(spec.launch))
-        out = Outcome(spec.label)
+        out = Outcome.of(spec)
         out.notes.append(kernel.asm["ptx"])
         return out
 

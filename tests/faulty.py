@@ -28,6 +28,7 @@ class Perturb(InterpreterBackend):
         super().__init__(BackendSpec("interpreter", order=spec.order, check_pointers=spec.check_pointers))
         self.spec = spec
         self.name = self.label
+        self.role = BackendSpec(self.label).role  # it plays the part its label names
 
     def make_session(self, plan):
         s = _Session(self.options, plan)
@@ -212,12 +213,13 @@ class AlwaysRaises:
     def __init__(self, spec: BackendSpec) -> None:
         self.spec = spec
         self.name = "compiled"
+        self.role = BackendSpec("compiled").role
 
     def run(self, target, case):
         from tdiff.core.outcome import Outcome
         from tdiff.execute.backends.base import error_info
 
-        out = Outcome(self.name)
+        out = Outcome(self.name, role=self.role)
         try:
             raise NotImplementedError("this backend cannot do anything")
         except NotImplementedError as exc:
@@ -231,6 +233,7 @@ class CrashingCompiled:
     def __init__(self, spec: BackendSpec) -> None:
         self.spec = spec
         self.name = "compiled"
+        self.role = BackendSpec("compiled").role
 
     def run(self, target, case):
         import os
@@ -246,11 +249,12 @@ class LimitedInterpreter(InterpreterBackend):
         super().__init__(BackendSpec("interpreter"))
         self.spec = spec
         self.name = "interpreter"
+        self.role = BackendSpec("interpreter").role
 
     def run(self, target, case):
         from tdiff.core.outcome import ErrorInfo, Outcome
 
-        out = Outcome(self.name)
+        out = Outcome(self.name, role=self.role)
         out.error = ErrorInfo("limitation", "NotImplementedError: inline_asm not supported in interpreter mode",
                               limitation="inline-asm")
         return out

@@ -6,7 +6,6 @@ import torch
 
 from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
-from tdiff.core.outcome import Outcome
 from tdiff.core.tolerance import Tolerance, from_ops
 from tdiff.execute.backends.reference import ReferenceBackend
 from tdiff.execute.interpreter.backend import InterpreterBackend
@@ -16,6 +15,7 @@ from tdiff.judge.rules import Rules
 from tdiff.record.report import mismatch_picture, render
 from tdiff.strategies import tensor_arg
 from tests import kernels as K
+from tests.labelled import outcome
 
 
 def f64(x):
@@ -172,7 +172,7 @@ def test_presets_scale_with_dtype(name):
 def test_reductions_to_few_outputs_allow_for_summation_order():
     # measured on an H100: 383 float32 values in [-1000, 1000] summed by 6 programs with tl.atomic_add
     # gave -16.8881836 compiled and -16.8890381 interpreted; neither is a bug
-    from tdiff.core.outcome import Outcome, ReturnedTensor, Trace
+    from tdiff.core.outcome import ReturnedTensor, Trace
 
     worst = 0.0
     for seed in range(200):
@@ -186,11 +186,11 @@ def test_reductions_to_few_outputs_allow_for_summation_order():
         case = Case({"x": tensor_arg(torch.from_numpy(x))})
         # the interpreter's scale: each program's tl.sum (largest input x sqrt(64)), six atomic adds
         scale = np.array([np.abs(x).max() * 8 * np.sqrt(6)])
-        a = Outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd], np.float32)))
-        b = Outcome("interpreter", returned=ReturnedTensor("float32", (1,), np.array([pairwise], np.float32)),
+        a = outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd], np.float32)))
+        b = outcome("interpreter", returned=ReturnedTensor("float32", (1,), np.array([pairwise], np.float32)),
                     trace=Trace(ops={"atomic", "reduce", "farith"}, scales={"returned": scale}))
         assert compare(a, b, case).ok, (seed, fwd, pairwise)
-        wrong = Outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd + 1], np.float32)))
+        wrong = outcome("compiled", returned=ReturnedTensor("float32", (1,), np.array([fwd + 1], np.float32)))
         assert not compare(wrong, b, case).ok
     assert worst > 1e-4  # the effect is real at this size
 
@@ -231,7 +231,6 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
 
     from suites import matmul, softmax
     from tdiff.core import kernels
-    from tdiff.core.outcome import Outcome
     from tdiff.core.static_ops import ORDER_TAG, dot_kinds
     from tdiff.judge.targets import view
 
@@ -245,14 +244,14 @@ def test_without_a_trace_a_tf32_dot_in_the_source_loosens_the_tolerance_to_tf32(
     assert dot_kinds(ieee_dot) == {"dot:ieee", ORDER_TAG}
     assert dot_kinds(kernels.jit_function(softmax.softmax_kernel)) == {ORDER_TAG}  # tl.sum
     case = Case({"x": tensor_arg(torch.ones(2))})
-    a, b = Outcome("compiled"), Outcome("compiled[num_warps=2]")
+    a, b = outcome("compiled"), outcome("compiled[num_warps=2]")
     assert Rules().ops(view(a, case), view(b, case)) is None
     a.static_ops = frozenset({"dot:tf32"})
     ops = Rules().ops(view(a, case), view(b, case))
     assert "dot:tf32" in ops and from_ops(ops, "float32").rtol >= 2e-3 > from_ops(None, "float32").rtol
     # the loosened tolerance is named with the comparison's coarse-scale caveat
     a.returned = b.returned = None
-    assert compare(a, b, case).tf32_from_source and not compare(b, Outcome("reference"), case).tf32_from_source
+    assert compare(a, b, case).tf32_from_source and not compare(b, outcome("reference"), case).tf32_from_source
 
 
 def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
@@ -261,7 +260,6 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
 
     from suites import vector_add
     from tdiff.core import kernels
-    from tdiff.core.outcome import Outcome
     from tdiff.core.static_ops import ORDER_TAG, dot_kinds
     from tdiff.judge.targets import view
 
@@ -275,7 +273,7 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
     case = Case({"x": tensor_arg(torch.ones(2))})
 
     def ran(label, static=frozenset()):
-        o = Outcome(label, static_ops=static)
+        o = outcome(label, static_ops=static)
         o.launches = [object()]  # (it ran the kernel: its source is known)
         return o
 
@@ -287,7 +285,7 @@ def test_compiled_variants_of_an_order_free_kernel_are_compared_bit_for_bit():
     assert ops(ran("compiled"), ran("compiled[config=1]", frozenset({ORDER_TAG}))) is None  # a sum: coarse
     assert ops(ran("compiled"), ran("compiled[fp_fusion=off]")) is None  # fused or not: not the same roundings
     assert ops(ran("compiled"), ran("compiled@/other/python")) is None  # another Triton
-    assert ops(ran("compiled"), Outcome("compiled[num_warps=2]")) is None  # no launch recorded
+    assert ops(ran("compiled"), outcome("compiled[num_warps=2]")) is None  # no launch recorded
 
 
 def test_a_sign_of_zero_mismatch_is_named_as_such():
@@ -316,7 +314,7 @@ def test_a_kernels_nan_is_told_from_the_references_and_from_an_overflow():
                       edge=None if edge is None else np.array(edge), overflow=overflow)
 
     inf, nan = float("inf"), float("nan")
-    pair = SimpleNamespace(a=Outcome("interpreter"), b=Outcome("reference"))
+    pair = SimpleNamespace(a=outcome("interpreter"), b=outcome("reference"))
     kernel, ref = np.array([nan, nan, nan, 1.0]), np.array([-inf, inf, -inf, 1.0])
     bad = np.array([True, True, True, False])
     # the program that computed elements 0 and 1 loaded an infinity; element 2's only finite inputs

@@ -21,8 +21,6 @@ ALLOWED = {
     "tdiff/options.py": 1,  # --tdiff-backends: the run's backends as the user wrote them
     "tdiff/declaration.py": 1,  # @check(backends=[...]): the check's
     "tdiff/core/settings.py": 1,  # RunOptions(backends=(...)): the public API takes strings
-    "tdiff/core/outcome.py": 1,  # an Outcome's role, read once when it is made from the label its backend gave it
-    "tdiff/judge/evidence.py": 1,  # Evidence.role: a side it holds no outcome of (a verdict's from another run)
     "tdiff/record/corpus.py": 1,  # a recorded divergence's sides, stored as labels in the entry's JSON
 }
 
@@ -63,16 +61,29 @@ def test_the_guard_sees_a_call():
 
 @pytest.mark.parametrize("label, kind, base, lane, elsewhere, variant", [
     ("compiled", "compiled", "compiled", "compiled", False, False),
-    ("compiled'", "compiled'", "compiled", "compiled'", False, False),  # a repeated opinion is its own kind
     ("compiled[num_warps=2]:cuda", "compiled", "compiled", "compiled[num_warps=2]", False, True),
-    ("interpreter@/venv/bin/python:zero-fill", "interpreter", "interpreter", "interpreter@/venv/bin/python", True,
+    (f"interpreter@{sys.executable}:zero-fill", "interpreter", "interpreter", f"interpreter@{sys.executable}", True,
      False),
+    ("interpreter:reversed:fp64", "interpreter", "interpreter", "interpreter", False, False),
+    ("reference:fp32:faithful3", "reference", "reference", "reference", False, False),
     ("reference", "reference", "reference", "reference", False, False),
 ])
-def test_a_role_is_what_its_label_says(label, kind, base, lane, elsewhere, variant):
-    r = role_of(label)
-    assert (r.kind, r.base, r.lane, r.elsewhere, r.variant) == (kind, base, lane, elsewhere, variant)
-    assert r.is_reference == (kind == "reference") and Outcome(label).role == r
+def test_a_role_is_built_from_its_spec_as_its_label_says(label, kind, base, lane, elsewhere, variant):
+    r = BackendSpec.parse(label).role
+    assert (r.label, r.kind, r.base, r.lane, r.elsewhere, r.variant) == (label, kind, base, lane, elsewhere, variant)
+    assert r.is_reference == (kind == "reference") and r == role_of(label)  # (the corpus reads stored labels so)
+    assert r.options == tuple(label.split(":")[1:])
+    o = Outcome.of(BackendSpec.parse(label))
+    assert (o.backend, o.role) == (label, r)
+
+
+def test_a_primed_role_is_its_own_kind_unless_it_has_run_options():
+    p = BackendSpec("compiled").role.primed()
+    assert (p.label, p.kind, p.base, p.lane) == ("compiled'", "compiled'", "compiled", "compiled'")
+    assert p == role_of("compiled'") and p.primed() == role_of("compiled''")
+    q = BackendSpec.parse("interpreter:reversed").role.primed()
+    assert (q.label, q.kind, q.options) == ("interpreter:reversed'", "interpreter", ("reversed'",))
+    assert q == role_of("interpreter:reversed'")
 
 
 def test_a_lane_keeps_its_parts():
@@ -81,12 +92,32 @@ def test_a_lane_keeps_its_parts():
     assert BackendSpec("compiled").lane == Lane("gpu") == "gpu" and Lane("gpu").python is None
 
 
-def test_an_outcome_reads_its_role_once_and_a_relabel_replaces_it(monkeypatch):
-    from tdiff.core import outcome as outcome_module
-
-    o = Outcome("compiled")
-    assert o.role.kind == "compiled"
-    monkeypatch.setattr(outcome_module, "role_of", lambda label: pytest.fail("the label read again"))
-    assert o.role.base == "compiled" and o.role.label == "compiled"  # (held, not read from the label again)
-    o.relabel("compiled'")  # the judge primes a repeated opinion
+def test_an_outcome_holds_the_role_its_backend_gave_it_and_a_relabel_replaces_it():
+    fake = BackendSpec("compiled").role  # (a test backend playing the compiled side)
+    o = Outcome("compiled", role=fake)
+    assert o.role is fake
+    o.relabel(fake.primed())  # the judge primes a repeated opinion
     assert (o.backend, o.role.kind, o.role.base) == ("compiled'", "compiled'", "compiled")
+    with pytest.raises(TypeError, match="needs the role"):
+        Outcome("compiled")  # (no role, no spec: nothing reads one from the label)
+    assert Outcome("x", spec=BackendSpec("interpreter")).role.kind == "interpreter"
+
+
+def test_the_judge_primes_a_repeated_opinion():
+    import torch
+
+    import tdiff
+    from suites.vector_add import add_kernel
+    from tdiff.core.case import Case
+    from tdiff.strategies import tensor_arg
+
+    check = add_kernel.__tdiff_checks__[0]
+    runner = tdiff.Runner(tdiff.RunOptions(backends=("interpreter", "interpreter:reversed", "interpreter:reversed"),
+                                           profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    x = torch.ones(5)
+    case = Case({"x": tensor_arg(x), "y": tensor_arg(x), "n": 5})
+    ev = judge.evidence(case)
+    assert [(k, ev.role(k).kind) for k in ev.outcomes if k != "reference"] == [
+        ("interpreter", "interpreter"), ("interpreter:reversed", "interpreter"),
+        ("interpreter:reversed'", "interpreter")]

@@ -15,7 +15,7 @@ import tdiff
 from tdiff import strategies as tst
 from tdiff.core.backend_spec import BackendSpec
 from tdiff.core.case import Case
-from tdiff.core.outcome import GUARD_BYTES, ErrorInfo, Outcome, ReturnedTensor, StorageOutcome
+from tdiff.core.outcome import GUARD_BYTES, ErrorInfo, ReturnedTensor, StorageOutcome
 from tdiff.core.rerun import FLOAT64_RUN, Rerun
 from tdiff.core.tolerance import Tolerance, from_ops, resolve
 from tdiff.errors import CorpusError
@@ -36,6 +36,7 @@ from tdiff.strategies import tensor_arg
 from tests import hostile as H
 from tests import kernels as K
 from tests.faulty import FakeCompiledTail, Perturb
+from tests.labelled import outcome
 
 OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=0, isolation="none")
 
@@ -105,7 +106,7 @@ def test_exact_compares_bits_not_values():
     a, b = np.array([2**60, 7], np.int64), np.array([2**60 + 1, 7], np.int64)
     assert close(f64(a), f64(b), Tolerance(exact=True), raw_a=a, raw_b=b).tolist() == [False, True]
     case = x_case([1.0])
-    out = [Outcome(side, returned=ReturnedTensor("int64", (2,), v)) for side, v in (("a", a), ("b", b))]
+    out = [outcome(side, returned=ReturnedTensor("int64", (2,), v)) for side, v in (("a", a), ("b", b))]
     (m,) = compare(*out, case).mismatches
     assert m.count == 1 and m.examples[0][0] == (0,)
 
@@ -132,8 +133,8 @@ def test_under_sampling_only_what_interpreted_programs_wrote_is_compared():
 def test_returned_leaves_are_compared():
     case = x_case([1.0])
     for x, y in (("a", "b"), (True, False)):
-        assert not compare(Outcome("a", returned=(x,)), Outcome("b", returned=(y,)), case).ok
-    assert compare(Outcome("a", returned=("same", None)), Outcome("b", returned=("same", None)), case).ok
+        assert not compare(outcome("a", returned=(x,)), outcome("b", returned=(y,)), case).ok
+    assert compare(outcome("a", returned=("same", None)), outcome("b", returned=("same", None)), case).ok
 
 
 def test_coarse_scale_squares_the_inputs_for_dots():
@@ -221,7 +222,7 @@ def test_an_error_is_judged_before_integrity_findings():
     check = K.inplace_overrun.__tdiff_checks__[0]
     case = Case({"t": tensor_arg(torch.zeros(2, 3))})
     interp = InterpreterBackend().run(check, case)  # goes out of bounds
-    ref = Outcome("reference", error=ErrorInfo("exception", "RuntimeError: the reference failed"))
+    ref = outcome("reference", error=ErrorInfo("exception", "RuntimeError: the reference failed"))
     ev = gather(case, "inplace_overrun", {"interpreter": interp, "reference": ref}, Rules())
     assert any(f.kind == "oob" for f in ev.reports["interpreter"].findings)
     assert V.decide(ev).label == "reference error"
@@ -304,9 +305,9 @@ def test_a_limitation_on_one_pair_still_judges_the_others():
 
 def test_only_the_interpreter_has_limitations():
     limited = ErrorInfo("limitation", "NotImplementedError: inline_asm", limitation="inline-asm")
-    assert classify(Outcome("interpreter", error=limited), Outcome("reference")).action == DISCARD
+    assert classify(outcome("interpreter", error=limited), outcome("reference")).action == DISCARD
     for side in ("compiled", "reference"):
-        c = classify(Outcome(side, error=limited), Outcome("interpreter"))
+        c = classify(outcome(side, error=limited), outcome("interpreter"))
         assert c.action == FAIL and c.sides == (side,), side
 
 

@@ -196,7 +196,8 @@ def test_a_compiled_verdict_is_reduced_conservatively_without_a_gpu():
     judge = _judge(R.off_by_one)
     case = _offset_case()
     _, ev = judge.verdict(case)
-    compiled = Verdict("compiled wrong", pair=("compiled", "interpreter"), kind="values", targets=("returned",))
+    compiled = Verdict("compiled wrong", pair=("compiled", "interpreter"), kind="values", targets=("returned",),
+                       sides={s: BackendSpec(s).role for s in ("compiled", "interpreter")})  # (recorded on a GPU)
     red = rk.reduce_kernel(judge, case, compiled, ev, budget=120)
     assert not isinstance(red, str), red
     assert red.compiled_unchecked and red.verdict is None

@@ -30,6 +30,7 @@ from tdiff.execute.stages.passes import PassCall, Planted, Without, control
 from tdiff.execute.stages.roundtrip import IR_COMPILE, IR_SPECIALIZATION, LaneError, round_trip
 from tdiff.execute.stages.toolchain import compile_only, job_of
 from tdiff.generate.cases import tensor_arg
+from tests import labelled
 from tests import stage_kernels as sk
 
 ARCH = 90  # the H100's; Triton compiles for it without a GPU
@@ -71,7 +72,7 @@ def _ptx_runner(job):
 
     def run(spec: BackendSpec) -> Outcome:
         kernel = job.fresh(spec.ir, **dict(spec.launch)) if spec.ir else job.fresh(**dict(spec.launch))
-        out = Outcome(spec.label)
+        out = Outcome.of(spec)
         out.notes.append(kernel.asm["ptx"])
         return out
 
@@ -262,7 +263,7 @@ def test_an_ir_lane_runs_its_specialization_only(tmp_path):
     kernel, state = _lane_kernel(lane, x, x, x, 255, 1, 1, BLOCK=128, grid=(2,))  # n not divisible by 16
     assert state.used == 0 and "pinned to specialization" in state.skipped[0] and "sub.f32" not in kernel.asm["ptx"]
     with pytest.raises(LaneError) as err:
-        lane.finish(state, Outcome("compiled[ir=...]"), lambda: None)
+        lane.finish(state, labelled.outcome("compiled[ir=...]"), lambda: None)
     assert err.value.reason == IR_SPECIALIZATION and "no launch of this case" in str(err.value)
     # without the pin, the file is matched by what it shows: name, arguments and their alignment, shapes
     bare = tmp_path / "bare.ttgir"
@@ -299,7 +300,7 @@ def test_an_inexact_round_trip_is_checked_bit_for_bit(add, monkeypatch):
     monkeypatch.undo()
 
     def outcome(data):
-        out = Outcome("compiled[from=ttgir]")
+        out = labelled.outcome("compiled[from=ttgir]")
         out.storages["x"] = StorageOutcome("x", "float32", 0, data)
         return out
 
@@ -515,7 +516,7 @@ def test_a_lowering_the_gpu_lane_cannot_run_is_unknown_never_agreeing():
     from tdiff.core.outcome import ErrorInfo
 
     def refused(spec):
-        out = Outcome(spec.label)
+        out = Outcome.of(spec)
         out.error = ErrorInfo("lane", "compiled[ir=...]: no launch of this case is its specialization",
                               limitation=IR_SPECIALIZATION)
         return out
@@ -527,7 +528,7 @@ def test_a_lowering_the_gpu_lane_cannot_run_is_unknown_never_agreeing():
     assert [p.result for p in loc.probes] == [bis.UNKNOWN]
 
     def crashed(spec):  # a lowering that crashes on the GPU is wrong, as the compiled kernel was
-        out = Outcome(spec.label)
+        out = Outcome.of(spec)
         out.error = ErrorInfo("cuda", "CUDA error: an illegal memory access was encountered")
         return out
 

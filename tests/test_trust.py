@@ -19,6 +19,7 @@ from tdiff.judge import verdict as V
 from tdiff.strategies import tensor_arg
 from tests import hostile as H
 from tests import kernels as K
+from tests.labelled import outcome
 
 OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5)
 
@@ -594,7 +595,6 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
 
 def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
     from tdiff.core import dtypes
-    from tdiff.core.outcome import Outcome
     from tdiff.judge.compare import TargetPair, compare_targets
     from tdiff.judge.comparison import Comparison
     from tdiff.judge.rules import Rules
@@ -608,7 +608,7 @@ def test_exact_comparison_stays_bitwise_when_programs_are_sampled():
     class Sampled:  # an interpreter outcome that ran a sample of the programs (both elements' program)
         targets = {"t": ta}
 
-    cmp = Comparison(Outcome("a"), Outcome("b"))
+    cmp = Comparison(outcome("a"), outcome("b"))
     rule = Rules().target("t", ta.dtype, set(), False)
     compare_targets(TargetPair("t", ta, tb, rule, None, Sampled()), Case({}), Rules(), cmp, set())
     assert cmp.mismatches, "2**60 and 2**60 + 1 compared equal"

@@ -1,7 +1,7 @@
 """Which backend, with which options: `BackendSpec`, parsed once from what users write (`compiled`,
 `interpreter:reversed`, `compiled[num_warps=2]`, `interpreter@/venv/bin/python`, `pkg.mod:Factory`); the worker
-`Lane` a spec runs on; and the one place that reads a backend's display label back: `role_of` makes the `Role` an
-outcome plays from the label its backend gave it. No other module splits a label."""
+`Lane` a spec runs on; the `Role` an outcome plays, built from its spec; and the one place that reads a display
+label back (`role_of`: a corpus entry's stored sides). No other module splits a label."""
 
 from __future__ import annotations
 
@@ -123,8 +123,8 @@ class BackendSpec:
     def with_(self, **changes: Any) -> BackendSpec:
         return replace(self, **changes)
 
-    @property
-    def label(self) -> str:
+    def _parts(self) -> list[str]:
+        """The label's parts: the lane (kind, variant, other Python), then the run options in order."""
         parts = [self.kind + self.variant + (f"@{self.python}" if self.python else "")]
         if self.order != "forward":
             parts.append(self.order)
@@ -146,7 +146,17 @@ class BackendSpec:
             parts.append(f"rr{self.rounding}")
         if self.device:
             parts.append(self.device)
-        return ":".join(parts)
+        return parts
+
+    @property
+    def label(self) -> str:
+        return ":".join(self._parts())
+
+    @property
+    def role(self) -> Role:
+        """What an outcome of this spec plays in the judge, built from the spec's own fields (no label read)."""
+        parts = self._parts()
+        return Role(":".join(parts), self.kind, self.kind, parts[0], tuple(parts[1:]))
 
     @property
     def variant(self) -> str:
@@ -302,9 +312,9 @@ def short_path(path: str) -> str:
 
 @dataclass(frozen=True)
 class Role:
-    """What an outcome's backend plays in a case, read once from the label it gave the outcome (`Outcome.role`).
-    The label, not the spec, says it: a backend names what it plays (the test backend `tests.faulty:FakeCompiledWrong`
-    plays `compiled`), and the judge primes a repeated opinion (`compiled'`: the second `compiled`)."""
+    """What an outcome plays in a case: built from the spec that made it (`BackendSpec.role`), or declared by a
+    backend that plays another's part (the test backend `tests.faulty:FakeCompiledWrong` plays `compiled`); the
+    judge primes a repeated opinion (`primed`: `compiled'`, the second `compiled`)."""
 
     label: str
     kind: str  # compiled, interpreter, reference, or the label's own (a repeated `compiled'` is its own kind)
@@ -316,10 +326,12 @@ class Role:
     def is_reference(self) -> bool:
         return self.kind == "reference"
 
-    def relabelled(self, label: str) -> Role:
-        """The role under another label the judge gives the outcome (a repeated opinion primed: `compiled'`; a
-        localization run standing in for the opinion it localizes)."""
-        return role_of(label)
+    def primed(self) -> Role:
+        """The role of a second outcome of the same opinion in one case, labelled with a prime (`compiled'`); a
+        prime after run options (`interpreter:reversed'`) leaves the kind as it was."""
+        if self.options:
+            return replace(self, label=self.label + "'", options=(*self.options[:-1], self.options[-1] + "'"))
+        return replace(self, label=self.label + "'", kind=self.kind + "'", lane=self.lane + "'")
 
     @property
     def elsewhere(self) -> bool:
@@ -334,8 +346,7 @@ class Role:
 
 @lru_cache(maxsize=1024)
 def role_of(label: str) -> Role:
-    """The role a label names: where a label comes in as text (the label a backend gives its outcome, read once
-    when the outcome is made; a divergence's sides stored in the corpus or a verdict)."""
+    """The role a display label names, where one comes in as text (a divergence's sides stored in a corpus entry)."""
     return Role(label, label_kind(label), label_kind(label, unprimed=True), label_lane(label),
                 tuple(label.split(":")[1:]))
 

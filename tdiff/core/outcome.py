@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend_spec import BackendSpec, Role, role_of
+from .backend_spec import BackendSpec, Role
 from .rerun import Rerun
 
 CANARY = b"\xa5" * 4  # repeated over every guard band; an odd finite value in every float type (read + write shows)
@@ -221,8 +221,8 @@ class Outcome:
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
-    # what the backend plays in the case (compiled, interpreter, reference, ...), read once from the label it gave
-    # the outcome; `relabel` replaces both
+    # what the backend plays in the case (compiled, interpreter, reference, ...): given by the backend that made the
+    # outcome (its spec's, `BackendSpec.role`, or the part it plays), else the `spec`'s; `relabel` replaces it
     role: Role = field(default=None)  # type: ignore[assignment]
     compiles: int = 0  # specializations compiled by this run
     compile_seconds: float = 0.0
@@ -243,11 +243,19 @@ class Outcome:
 
     def __post_init__(self) -> None:
         if self.role is None:
-            self.role = role_of(self.backend)
+            if self.spec is None:
+                raise TypeError(f"Outcome({self.backend!r}) needs the role its backend plays (role=spec.role) or "
+                                "the spec that made it (spec=)")
+            self.role = self.spec.role
 
-    def relabel(self, label: str) -> None:
-        """Give this outcome another label (and the role under it)."""
-        self.backend, self.role = label, self.role.relabelled(label)
+    @classmethod
+    def of(cls, spec: BackendSpec, **fields: Any) -> Outcome:
+        """An outcome of `spec`, labelled and playing as the spec says."""
+        return cls(spec.label, role=spec.role, **fields)
+
+    def relabel(self, role: Role) -> None:
+        """Give this outcome another role (and its label): a repeated opinion primed, a run standing in for another."""
+        self.backend, self.role = role.label, role
 
     def grid(self) -> tuple[int, int, int] | None:
         return self.launches[-1].grid if self.launches else None

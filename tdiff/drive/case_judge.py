@@ -127,11 +127,12 @@ class CaseJudge:
             raise SetupError(f"{setup[0].backend} could not run the case: {setup[0].error.message}")
         labelled: dict[str, Outcome] = {}
         for spec, o in zip(specs, outs):
-            label = o.backend
-            while label in labelled:
-                label += "'"
-            o.relabel(label)
+            role = o.role
+            while role.label in labelled:
+                role = role.primed()
+            o.relabel(role)
             o.spec = spec
+            label = role.label
             labelled[label] = o
             self.roles[label] = spec
         return labelled

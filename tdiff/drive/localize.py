@@ -45,8 +45,10 @@ def which_pass(judge: Any, case: Case, verdict: Verdict, ev: Evidence) -> str | 
     def run(spec: Any) -> Outcome:
         return judge.run(case, [spec])[0]
 
+    plays = ev.outcomes[role].role  # (a run standing in for the wrong compiled lane plays its part)
+
     def agrees(outcome: Outcome) -> bool | None:
-        outcome.relabel(role)
+        outcome.relabel(plays)
         outs = {**others, role: outcome}
         e = gather(case, check.kernel_name, outs, judge.rules(), [(role, k) for k in others],
                    ev.extra.get(FLOAT64_RUN), ev.extra)  # (the problem's measured scale, where the verdict had it)

@@ -241,7 +241,7 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return f"no reproducer replays a divergence of this kind ({verdict.label})"
     if not any(o.launches for o in ev.outcomes.values()):
         return "no kernel was launched: the divergence is in `launch`, before the kernel runs"
-    compiled = any(ev.role(s).base == "compiled" for s in verdict.pair or ())
+    compiled = any(verdict.role(s, ev).base == "compiled" for s in verdict.pair or ())
     interpreter_only = compiled and "compiled" not in judge.opinions.kinds
     slowest = max([o.seconds for o in ev.outcomes.values()] or [0.0])
     timeout = min(judge.timeouts.current(), max(MIN_TIMEOUT, TIMEOUT_FACTOR * slowest))

@@ -169,7 +169,7 @@ class Worker:
             ready = True
         if not ready:
             self._terminate()
-            out = Outcome(job.spec.label)
+            out = Outcome.of(job.spec)
             out.error = ErrorInfo("timeout", f"no result within the per-case timeout of {timeout:g} s; "
                                   "the worker was killed", details=self.output())
             self.stop()
@@ -179,7 +179,7 @@ class Worker:
         except (EOFError, OSError, ConnectionResetError):
             code = self.proc.wait()
             why = f"the worker died with {_signal_name(code)}" if code < 0 else f"the worker exited with {code}"
-            out = Outcome(job.spec.label)
+            out = Outcome.of(job.spec)
             out.error = ErrorInfo("crash", why, details=self.output())
             self.stop()
             return out
@@ -297,7 +297,7 @@ class InProcess:
         import threading
 
         if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-            out = Outcome(job.spec.label)
+            out = Outcome.of(job.spec)
             out.error = ErrorInfo("setup", "isolation='none' stops hangs with a SIGALRM watchdog, which needs the "
                                   "main thread of a POSIX process: use isolation='process' here")
             return out
@@ -310,7 +310,7 @@ class InProcess:
         try:
             return run_case(job.target, job.spec, job.case)[0]
         except CaseTimeout:
-            out = Outcome(job.spec.label)
+            out = Outcome.of(job.spec)
             out.error = ErrorInfo("timeout", f"no result within the per-case timeout of {timeout:g} s; stopped by "
                                   "the in-process watchdog")
             return out

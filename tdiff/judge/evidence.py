@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from ..core.backend_spec import Role, role_of
+from ..core.backend_spec import Role
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
@@ -55,10 +55,11 @@ class Evidence:
         return None
 
     def role(self, label: str) -> Role:
-        """What the side labelled `label` plays: its outcome's role (an opinion's or a rerun's); for a side this
-        evidence holds no outcome of (a verdict's from another run), what its label says."""
+        """What the side labelled `label` plays: its outcome's role (an opinion's or a rerun's)."""
         o = self.outcomes.get(label) or next((x for x in self.extra.values() if x.backend == label), None)
-        return o.role if o is not None else role_of(label)
+        if o is None:
+            raise KeyError(f"no outcome labelled {label!r} in this case's evidence")
+        return o.role
 
     def roles(self, kind: str) -> list[str]:
         return [r for r, o in self.outcomes.items() if o.role.kind == kind]

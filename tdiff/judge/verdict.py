@@ -79,6 +79,9 @@ class Verdict:
     kind: str = ""  # what diverged: "error", an integrity kind, "structure", "values"
     targets: tuple[str, ...] = ()  # the targets involved
     extra: dict[str, Outcome] = field(default_factory=dict)
+    # what each side it names plays (its pair's, an error verdict's failing sides): kept with the verdict, which
+    # may be read where those outcomes are not (a verdict recorded on a GPU, reduced or rendered on a CPU)
+    sides: dict[str, Role] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -92,6 +95,10 @@ class Verdict:
 
     def __str__(self) -> str:
         return self.label if not self.reasons else f"{self.label}: {self.reasons[0]}"
+
+    def role(self, side: str, ev: Evidence) -> Role:
+        """What `side` plays: as the verdict recorded it, else its outcome's in `ev`."""
+        return self.sides[side] if side in self.sides else ev.role(side)
 
 
 def wrong(role: Role) -> str:
@@ -547,12 +554,18 @@ def decide(ev: Evidence, final: bool = False) -> Verdict:
             v.notes = notes
             if v.needs:
                 v.extra = dict(ev.extra)
-            return v
+            return _with_sides(v, ev)
     v = _values(ev, final)
     if v is None:
         return Verdict(PASSED, notes=notes)
     v.notes = notes + v.notes
     v.extra = dict(ev.extra)
+    return _with_sides(v, ev)
+
+
+def _with_sides(v: Verdict, ev: Evidence) -> Verdict:
+    named = (*(v.pair or ()), *(v.targets if v.kind == "error" else ()))
+    v.sides = {s: ev.role(s) for s in named}
     return v
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...core.backend_spec import short_path
+from ...core.backend_spec import Role, short_path
 from ...core.outcome import ErrorInfo, Outcome
 
 if TYPE_CHECKING:
@@ -27,7 +27,11 @@ class Target(Protocol):
 
 
 class Backend(Protocol):
+    """Runs a case; its outcomes carry its display label (`name`) and what they play (`role`): a built-in
+    backend's spec's (`spec.role`), or the part a backend plays for another (a test backend playing `compiled`)."""
+
     name: str
+    role: Role
 
     def run(self, target: Target, case: Case) -> Outcome: ...
 

@@ -82,6 +82,7 @@ class CompiledBackend:
     def __init__(self, spec: BackendSpec | None = None) -> None:
         self.spec = spec or BackendSpec("compiled")
         self.name = self.spec.label
+        self.role = self.spec.role  # what its outcomes play
         self.device = self.spec.device or "cuda"
         self.poisoned = False  # set after a CUDA error: the context is unusable, the worker must restart
         self.lane = None  # compiled[from=<stage>] / compiled[ir=<file>]: see tdiff.execute.stages.launch
@@ -92,7 +93,7 @@ class CompiledBackend:
 
     def run(self, target: Target, case: Case) -> Outcome:
         t0 = time.perf_counter()
-        outcome = Outcome(self.name)
+        outcome = Outcome(self.name, role=self.role)
         if not torch.cuda.is_available():
             outcome.error = ErrorInfo("setup", "no CUDA GPU is available for the compiled backend")
             return outcome

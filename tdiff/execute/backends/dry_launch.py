@@ -19,9 +19,10 @@ class SpecializeBackend:
 
     def __init__(self, spec: BackendSpec | None = None) -> None:
         self.spec = spec or SPEC
-        self.name = "specialize"
+        self.name = SPEC.label
+        self.role = SPEC.role  # what its outcomes play
 
     def run(self, target: Target, case: Case) -> Outcome:
-        outcome = Outcome(self.name)
+        outcome = Outcome(self.name, role=self.role)
         outcome.launch_keys, outcome.launches = dry_launches(target, case)
         return outcome

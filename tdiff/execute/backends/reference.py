@@ -19,11 +19,12 @@ class ReferenceBackend:
     def __init__(self, spec: BackendSpec | None = None) -> None:
         self.spec = spec or BackendSpec("reference")
         self.name = self.spec.label
+        self.role = self.spec.role  # what its outcomes play
         self.device = self.spec.device or "cpu"
 
     def run(self, target: Target, case: Case) -> Outcome:
         t0 = time.perf_counter()
-        outcome = Outcome(self.name)
+        outcome = Outcome(self.name, role=self.role)
         if target.reference is None:
             outcome.error = ErrorInfo("setup", f"check {target.name!r} declares no reference")
             return outcome

@@ -36,7 +36,7 @@ def run_case(target: Any, spec: BackendSpec, case: Case) -> tuple[Outcome, bool]
                 target = _targets[ref] = ref.resolve()
         backend = backend_for(spec)
     except Exception as exc:
-        out = Outcome(spec.label)
+        out = Outcome.of(spec)
         out.error = error_info(exc, "setup")
         return out, True
     outcome = backend.run(target, case)

@@ -271,6 +271,7 @@ class InterpreterBackend:
     def __init__(self, spec: BackendSpec | None = None, options: InterpreterOptions | None = None) -> None:
         self.spec = spec or BackendSpec("interpreter")
         self.name = self.spec.label
+        self.role = self.spec.role  # what its outcomes play
         self.options = options or InterpreterOptions(order=self.spec.order,
                                                      check_pointers=self.spec.check_pointers,
                                                      poison=self.spec.masked == "undefined",
@@ -298,7 +299,7 @@ class InterpreterBackend:
 
     def run(self, target: Target, case: Case) -> Outcome:
         t0 = time.perf_counter()
-        outcome = Outcome(self.name)
+        outcome = Outcome(self.name, role=self.role)
         if kernels.interpreted_at_import(target.kernel):
             outcome.error = ErrorInfo("setup", "TRITON_INTERPRET=1 was set when this kernel was imported, so "
                                       "@triton.jit made an interpreter-only kernel that tdiff cannot instrument in "

@@ -293,7 +293,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     for divergences where no backend finished (a hang). `reduced`: the check's kernel is a reduced one; this
     text (how it was reduced, and its diff against the original) goes above it, as a comment."""
     if verdict.kind not in REPRODUCIBLE or (verdict.kind == "error" and all(
-            ev.role(s).is_reference for s in verdict.targets)):
+            verdict.role(s, ev).is_reference for s in verdict.targets)):
         raise ReproError(f"the divergence ({verdict.label}) is in `launch`, the reference or the declaration, "
                          "which a replay of the recorded kernel launches cannot show: rerun the check instead")
     outcomes = list(ev.outcomes.values()) + list(ev.extra.values()) + ([dry] if dry is not None else [])
@@ -329,7 +329,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     device = next((o.device for o in outcomes if o.device), "")
     pair = (a, a) if verdict.label == "nondeterministic" else (a, b)
     live = {n: _live_entry(j) for n, j in kernels_by_name.items()}
-    kinds = {x: ev.role(x).base for x in (*pair, side)}
+    kinds = {x: verdict.role(x, ev).base for x in (*pair, side)}
     interpreted = "interpreter" in kinds.values()
     poisoned = interpreted and any(o.trace is not None and o.trace.poisoned and o.trace.undefined for o in both)
     shim_names = [n for n in shims.ENABLED if shims.ENABLED[n]] if interpreted else None

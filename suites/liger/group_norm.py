@@ -107,7 +107,12 @@ def reference_fwd(X, W, B, num_groups, eps):
     return y.to(X.dtype), mean.to(X.dtype), rstd.to(X.dtype)
 
 
-tdiff.check(launch=launch_fwd, reference=reference_fwd, name="forward", inputs=inputs())(lib._group_norm_forward_kernel)
+# Mean (returned[1]) is a sum the kernel takes in X's dtype (FINDING, liger 4), by design: declared a reduction at the
+# case's dtype, judged by its dataflow scale. A group's mean near 0 beside values of 1e17 is all cancellation: the
+# H100 sums a bfloat16 group of values up to 9e17 to 0 where the exact mean is -2.4e14: what a bfloat16 sum rounds
+MEAN_IN_X_DTYPE = {"returned[1]": "reduce"}
+tdiff.check(launch=launch_fwd, reference=reference_fwd, name="forward", inputs=inputs(),
+            tolerances=MEAN_IN_X_DTYPE)(lib._group_norm_forward_kernel)
 
 EPS = 1e-6
 

@@ -15,6 +15,7 @@ from hypothesis.strategies import SearchStrategy
 
 from .core import kernels
 from .core.backend_spec import BackendSpec, parse_all
+from .core.tolerance import Tolerance
 from .core.tolerance import validate as validate_tolerance
 from .errors import DeclarationError
 
@@ -93,6 +94,17 @@ class Check:
 
     def input_names(self) -> list[str]:
         return list(self.strategies)
+
+    def declared_tolerances(self) -> tuple[str, ...]:
+        """The tolerances this check declares (`tolerance=`, `tolerances=`), as the run's summary shows them:
+        `every output: exact`, `returned[1]: reduce`."""
+        def shown(t: Any) -> str:
+            if isinstance(t, Tolerance):
+                return t.describe()
+            return (t if t == "exact" else f"{t} (at the case's dtype)") if isinstance(t, str) else f"custom {t}"
+
+        out = [f"every output: {shown(self.tolerance)}"] if self.tolerance is not None else []
+        return (*out, *(f"{k}: {shown(v)}" for k, v in self.tolerances.items()))
 
     def __repr__(self) -> str:
         return f"<tdiff check {self.id}>"

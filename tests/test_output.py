@@ -5,6 +5,7 @@ self-ignoring run directory, `tdiff corpus promote` to move a reviewed entry int
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -311,3 +312,19 @@ def test_the_table_counts_each_kind_over_checks_once():
     assert edge_line.split()[:2] == ["2", "3"] and edge_line.endswith("(m::a[tdiff] and 1 more)")
     (shim_line,) = [ln for ln in lines if "bf16-arith" in ln]
     assert shim_line.split()[:2] == ["2", "8"]
+
+
+def test_the_tolerances_checks_declare_are_counted_in_the_table():
+    import tdiff
+    from tdiff.record.summary import aggregate, record
+    from tests import kernels as K
+
+    plain = K.double_kernel.__tdiff_checks__[0]
+    declaring = dataclasses.replace(plain, name="declaring", tolerance="exact",
+                                    tolerances={"returned": tdiff.Tolerance.preset("reduce", "bfloat16")})
+    runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
+    assert declaring.declared_tolerances() == ("every output: exact",
+                                               "returned: reduce/bfloat16 (rtol=0.0156, scale=0.0312, atol=1.18e-38)")
+    rows = {r.kind: r for r in aggregate([record(runner.new_result(c)) for c in (plain, declaring)])}
+    row = rows["tolerances the check declares (its own, not tdiff's)"]
+    assert row.checks == [declaring.id] and row.example.startswith("every output: exact")

@@ -77,7 +77,7 @@ class Runner:
     def new_result(self, check: Check) -> CheckResult:
         opinions = opinions_for(check, self.options)
         return CheckResult(check.id, check.item_name, opinions.labels, pair_note=opinions.note,
-                           compared=opinions.describe())
+                           compared=opinions.describe(), declared=check.declared_tolerances())
 
     def check_environments(self, judge: CaseJudge) -> None:
         """Backends in another environment (`interpreter@python`) need worker processes and a Python

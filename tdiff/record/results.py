@@ -56,6 +56,8 @@ class CheckResult:
     known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0
     pair_note: str | None = None  # why these opinions (e.g. no GPU)
+    # the tolerances the check declares (its own, not tdiff's: loosened or not), as the summary shows them
+    declared: tuple[str, ...] = ()
     compared: str = ""  # what a pass means: the opinions compared on every case
     budget_skipped: int = 0  # drawn cases run without the compiled backend (compile budget)
     budget_beyond: int = 0  # compiles past the budget

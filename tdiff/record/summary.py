@@ -61,6 +61,7 @@ def record(result: Any) -> dict:
         "notes": result.notes,
         "why": result.why,
         "pair_note": result.pair_note,
+        "declared": list(result.declared),
         "never_ran": result.uncovered(),
     }
 
@@ -229,9 +230,9 @@ class Row:
 
 def aggregate(summaries: list[dict]) -> list[Row]:
     """What the run worked around or caveated, one row per kind: interpreter shims, caveats of passing
-    cases, cases not judged, kernel code no case ran, specialization classes never compiled (and those the
-    compile budget skipped), shortened timeouts, corpus entries recorded under another Triton, checks with
-    fewer opinions (no reference). Counted over checks and cases; never repeated per check."""
+    cases, tolerances checks declare, cases not judged, kernel code no case ran, specialization classes never
+    compiled (and those the compile budget skipped), shortened timeouts, corpus entries recorded under another
+    Triton, checks with fewer opinions (no reference). Counted over checks and cases; never repeated per check."""
     rows: dict[str, Row] = {}
 
     def row(kind: str, cases: int | None = 0) -> Row:
@@ -244,6 +245,8 @@ def aggregate(summaries: list[dict]) -> list[Row]:
         examples = s.get("caveat_examples") or {}
         for kind, n in sorted((s.get("caveat_counts") or {}).items()):
             row(f"passed with a caveat ({kind})").add(cid, n, examples.get(kind, ""))
+        if s.get("declared"):
+            row("tolerances the check declares (its own, not tdiff's)", None).add(cid, None, "; ".join(s["declared"]))
         for reason, n in sorted(s["discarded"].items()):
             row(f"not judged: {reason}").add(cid, n, "")
         if s.get("never_ran"):
@@ -265,7 +268,8 @@ def aggregate(summaries: list[dict]) -> list[Row]:
             row("compared without a reference", None).add(cid, None, s["pair_note"])
         for why, n in sorted((s.get("unbatched") or {}).items()):
             row("interpreted program by program (the same result, slower): a batch stopped").add(cid, n, why)
-    order = ("interpreter shim", "passed with a caveat", "not judged", "kernel code", "specialization", "boundary plan",
+    order = ("interpreter shim", "passed with a caveat", "tolerances the check", "not judged", "kernel code",
+             "specialization", "boundary plan",
              "per-case",
              "corpus entries", "compared without", "interpreted program by program")
     return sorted(rows.values(), key=lambda r: (next(i for i, o in enumerate(order) if r.kind.startswith(o)),

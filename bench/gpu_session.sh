@@ -110,8 +110,14 @@ print(f"{len(checks)} checks, {t['cases']} cases; {len(spec)} with specializatio
 PY
 }
 
+fresh_cache() {  # FRESH=1: each main job compiles into an empty Triton cache (as a fresh machine does), so that a
+    # second job in one session does not load what the first compiled
+    if [ "${FRESH:-0}" = 1 ]; then export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX); fi
+}
+
 step_main_before() {  # the main job with an earlier commit's code (.before/: git archive of that commit)
     local t0=$SECONDS
+    fresh_cache
     (cd .before && rm -rf .tdiff .hypothesis && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 \
         -p no:cacheprovider --tdiff-json "$OUT/main_before.json" > "$OUT/main_before.txt" 2>&1)
     summary "main job BEFORE: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/main_before.txt"); \
@@ -120,6 +126,7 @@ $(plan_figures "$OUT/main_before.json")"
 
 step_main_plan() {  # the main job with this checkout's code (the other half of main_before: run both in one session)
     local t0=$SECONDS
+    fresh_cache
     rm -rf .tdiff .hypothesis
     $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider --tdiff-json "$OUT/main_plan.json" \
         > "$OUT/main_plan.txt" 2>&1

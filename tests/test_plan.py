@@ -67,6 +67,28 @@ def test_covering_rows_cover_all_pairs_of_independent_points():
     assert rows <= 12  # a greedy covering array of 4 points of 3 classes (9 rows at best)
 
 
+def test_the_pair_index_grows_as_points_are_learnt_and_rows_are_the_same_from_it():
+    import random
+
+    from tdiff.generate.plan.classes import Klass, Point
+    from tdiff.generate.plan.covering import PairIndex, missing_pairs
+
+    def point(k, n, slot=None, w=2):
+        return Point(k, tuple(Klass(str(i), (i,)) for i in range(n)), slot or k, weight=w, nominal=("0",))
+
+    points = {k: point(k, 3 + i % 3, w=1 + i % 2) for i, k in enumerate("abcdef")}
+    points["g"] = point("g", 2, slot="a")  # (the same slot as a: never paired with it)
+    first = dict(list(points.items())[:3])
+    grown = PairIndex(first).current(points)
+    whole = PairIndex(points)
+    assert grown.order == whole.order == sorted(all_pairs(points)) and grown.weights == whole.weights
+    assert PairIndex(first).current(first).keys == frozenset(first)
+    done = set(sorted(all_pairs(points))[::3])
+    for seed in range(5):  # the rows from the index's sorted dict are those from the pairs themselves
+        assert next_row(points, missing_pairs(whole, done), random.Random(seed)) == \
+            next_row(points, all_pairs(points) - done, random.Random(seed))
+
+
 def _opts(tmp_path, plan, examples=None):
     return tdiff.RunOptions(profile="ci", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out",
                             isolation="none", shrink_budget=20, plan=plan, max_examples=examples)
@@ -110,3 +132,21 @@ def test_values_either_side_of_a_float_constant_the_kernel_compares_with():
         v = x.values().astype(np.float64)
         near += [float(a) for a in v if 19.0 < a < 21.0]
     assert any(a > 20.0 for a in near) and any(a <= 20.0 for a in near)  # both sides of the branch
+
+
+def test_a_wanted_class_this_draw_does_not_offer_is_counted_not_raised():
+    # (a dtype an aimed case rules out, a layout another shape rules out: the point's classes were learnt from a
+    # draw that offered more; the plan wants one of them where this draw does not offer it)
+    from hypothesis import strategies as st
+
+    from tdiff.generate.plan.build import realize
+    from tdiff.generate.tensors import _planned_choice
+
+    @st.composite
+    def narrowed(draw):
+        return _planned_choice(draw, "dtype", ("float32", "float16"))
+
+    drawn = realize(narrowed(), {"dtype": "bfloat16"}, seed=0)
+    assert drawn is not None
+    assert drawn.steering.broken == ["dtype: 'bfloat16' not among this draw's ('float32', 'float16')"]
+    assert realize(narrowed(), {"dtype": "float16"}, seed=0).steering.seen == {"dtype": "float16"}

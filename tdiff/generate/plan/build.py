@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis.strategies import SearchStrategy
 
 from .classes import Point
-from .covering import Pair, all_pairs, next_row, pairs_of, single_rows, unit_rows
+from .covering import Pair, PairIndex, missing_pairs, next_row, pairs_of, single_rows, unit_rows
 from .steer import Steering, steering
 
 #: unsteered draws that learn a strategy's choice points before the plan
@@ -126,14 +126,18 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
     # a size at 1 among ordinary ones, then each other class once over ordinary sizes, then pairs
     units = unit_rows(points)[: max(1, rows // 2)]
     units += single_rows(points, rng)
+    index = PairIndex(points)
+    left: dict[Pair, int] | None = None  # the pairs neither covered nor unreachable (built at the first pair row)
     while len(choices) < rows and attempts < 3 * rows:
         attempts += 1
-        target = all_pairs(points) - covered - unreachable
         if units:
             row = units.pop(0)
             aim = min(((k, c), (k, c)) for k, c in row.items())
         else:
-            picked = next_row(points, target, rng)
+            if left is None or index.keys != points.keys():
+                index = index.current(points)
+                left = missing_pairs(index, covered | unreachable)
+            picked = next_row(points, left, rng)
             if picked is None:
                 break
             row, aim = picked
@@ -158,9 +162,13 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
                 seen_choices.add(drawn.choices)
                 choices.append(drawn.choices)
                 covered |= got
+                for p in got if left is not None else ():
+                    left.pop(p, None)
         if tried.get(aim, 0) >= 2:
             unreachable.add(aim)
-    total = all_pairs(points)
+            if left is not None:
+                left.pop(aim, None)
+    total = index.current(points).weights.keys()
     cov.rows = len(choices)
     cov.points = len(points)
     cov.pairs = len(total)

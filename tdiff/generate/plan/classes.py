@@ -48,7 +48,11 @@ class Point:
         return None
 
     def names(self) -> tuple[str, ...]:
-        return tuple(k.name for k in self.classes)
+        names = self.__dict__.get("_names")
+        if names is None:  # (a plan asks millions of times: kept once made)
+            names = tuple(k.name for k in self.classes)
+            object.__setattr__(self, "_names", names)
+        return names
 
 
 def _member(value: object, members: tuple) -> bool:

@@ -11,7 +11,7 @@ learnt from the draws, never assumed.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from .classes import Point
 
@@ -23,12 +23,14 @@ def _pair(a: Cell, b: Cell) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
-def all_pairs(points: Mapping[str, Point]) -> set[Pair]:
+def all_pairs(points: Mapping[str, Point], touching: Collection[str] | None = None) -> set[Pair]:
+    """Every pair of classes of two points in different slots (`touching`: only those with one of these points)."""
     keys = sorted(points)
     out: set[Pair] = set()
     for i, k in enumerate(keys):
         for q in keys[i + 1:]:
-            if points[k].slot == points[q].slot:
+            if points[k].slot == points[q].slot or (touching is not None and k not in touching
+                                                     and q not in touching):
                 continue
             for a in points[k].names():
                 for b in points[q].names():
@@ -97,20 +99,59 @@ def weight(pair: Pair, points: Mapping[str, Point]) -> int:
     return points[pair[0][0]].weight * points[pair[1][0]].weight
 
 
+class PairIndex:
+    """Every pair of `points` (`all_pairs`) in sorted order, with its weight: made once for the points a plan
+    knows, and again only when a draw teaches it a new point (a plan of 150 points holds 10^5 pairs)."""
+
+    def __init__(self, points: Mapping[str, Point], keys: frozenset[str] = frozenset(),
+                 weights: dict[Pair, int] | None = None, order: list[Pair] | None = None) -> None:
+        self.keys = keys
+        self.weights = weights or {}
+        self.order = order or []
+        self._grow(points)
+
+    def current(self, points: Mapping[str, Point]) -> PairIndex:
+        """This index, or a new one where `points` has points it lacks (its pairs merged in)."""
+        if self.keys == points.keys():
+            return self
+        return PairIndex(points, self.keys, dict(self.weights), list(self.order))
+
+    def _grow(self, points: Mapping[str, Point]) -> None:
+        new = {k: p for k, p in points.items() if k not in self.keys}
+        if not new:
+            return
+        fresh = all_pairs(points, new if self.keys else None)
+        for p in fresh:
+            self.weights[p] = weight(p, points)
+        self.order = sorted(self.order + sorted(fresh))  # (two sorted runs: merged, not sorted again)
+        self.keys = frozenset(points)
+
+
+def missing_pairs(index: PairIndex, done: set[Pair]) -> dict[Pair, int]:
+    """The index's pairs not in `done`, with their weights, in sorted order (what `next_row` takes: kept up to
+    date by popping the pairs a row covers, it stays sorted)."""
+    return {p: index.weights[p] for p in index.order if p not in done}
+
+
 def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.Random,
              candidates: int = 8) -> tuple[dict[str, str], Pair] | None:
     """The class of each point for the next row, and the pair it was built around (one of the heaviest
-    missing); None when none is missing. A row's worth is the weight of the missing pairs it holds."""
-    left = {p: weight(p, points) for p in missing}
+    missing); None when none is missing. A row's worth is the weight of the missing pairs it holds. `missing`:
+    pairs, or (as `missing_pairs` gives them) a dict of pair -> weight in sorted order."""
+    if isinstance(missing, dict):
+        left = missing
+    else:
+        left = {p: weight(p, points) for p in sorted(missing)}
     if not left:
         return None
     top = max(left.values())
-    heaviest = sorted(p for p, w in left.items() if w == top)
+    heaviest = [p for p, w in left.items() if w == top]  # (sorted, as `left` is)
     best: tuple[int, dict[str, str], Pair] | None = None
     keys = sorted(points)
     for _ in range(candidates):
         seed = heaviest[rng.randrange(len(heaviest))]
         row = {seed[0][0]: seed[0][1], seed[1][0]: seed[1][1]}
+        held = list(row.items())
         slots = {points[k].slot for k in row}
         order = [k for k in keys if k not in row]
         rng.shuffle(order)
@@ -119,9 +160,11 @@ def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.R
                 continue
             scores = []
             for c in points[k].names():
-                gain = sum(left.get(_pair((k, c), (q, row[q])), 0) for q in row)
+                cell = (k, c)
+                gain = sum(left.get((cell, h) if cell <= h else (h, cell), 0) for h in held)
                 scores.append((gain, c in points[k].nominal, rng.random(), c))
             row[k] = max(scores)[3]
+            held.append((k, row[k]))
             slots.add(points[k].slot)
         cells = sorted(row.items())
         gain = sum(left.get(_pair(a, b), 0) for i, a in enumerate(cells) for b in cells[i + 1:])

@@ -205,6 +205,14 @@ def script(values: list[Any]) -> None:
         s.queue[:] = list(values)
 
 
+def refused(name: str, want: Any, allowed: tuple) -> None:
+    """The plan wants `want` at tdiff's choice point `name`, which this draw does not offer (its options depend on
+    earlier draws: a layout another dtype or shape rules out): counted as a script the draw did not accept."""
+    s = _CURRENT.get()
+    if s is not None:
+        s.broken.append(f"{s.key(name)}: {want!r} not among this draw's {allowed}")
+
+
 def saw(name: str, value: Any) -> None:
     """Record the class of the value drawn at tdiff's choice point `name`; ends any script left."""
     s = _CURRENT.get()

@@ -150,3 +150,25 @@ def test_a_wanted_class_this_draw_does_not_offer_is_counted_not_raised():
     assert drawn is not None
     assert drawn.steering.broken == ["dtype: 'bfloat16' not among this draw's ('float32', 'float16')"]
     assert realize(narrowed(), {"dtype": "float16"}, seed=0).steering.seen == {"dtype": "float16"}
+
+
+def test_a_wanted_value_class_this_tensor_does_not_offer_is_counted_not_raised():
+    # (an infinite row, learnt from a two-dimensional draw, wanted where this draw has no rows)
+    import numpy as np
+    from hypothesis import strategies as st
+
+    from tdiff.core.dtypes import dtype
+    from tdiff.generate.plan.build import realize
+    from tdiff.generate.values import DEFAULT, ROW_KINDS, values_of
+
+    f32 = dtype("float32")
+
+    @st.composite
+    def flat(draw):
+        return values_of(draw, 4, f32, DEFAULT, rows=None)
+
+    drawn = realize(flat(), {"": (ROW_KINDS[2], "normal", "")}, seed=0)
+    assert drawn is not None and len(drawn.steering.broken) == 1 and "row with one +inf" in drawn.steering.broken[0]
+    rows = realize(st.composite(lambda draw: values_of(draw, 4, f32, DEFAULT, rows=np.array([0, 0, 1, 1])))(),
+                   {"": (ROW_KINDS[2], "normal", "")}, seed=0)
+    assert rows is not None and rows.steering.broken == [] and rows.steering.seen == {"": ROW_KINDS[2]}

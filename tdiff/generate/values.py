@@ -308,7 +308,12 @@ def _classes(dt: DType, spec: Values, rows: np.ndarray | None, dists: tuple[str,
 def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray | None,
              dists: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...], str]:
     """`values_of` at a planned case: the script of primitive choices that draws the wanted class."""
-    want = steer.choose("", _classes(dt, spec, rows, dists), weight=1, nominal=("ordinary",))
+    classes = _classes(dt, spec, rows, dists)
+    want = steer.choose("", classes, weight=1, nominal=("ordinary",))
+    if want is not None and not any(want in k.members for k in classes):
+        # (the point's classes were learnt from a draw that offered more: rows where this one has none)
+        steer.refused("", want, tuple(k.name for k in classes))
+        want = None
     if want is not None and want[1] in dists:
         cls, dist, what = want
         by_row = row_kinds(dt, spec) if rows is not None and dt.is_float else ()

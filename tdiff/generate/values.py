@@ -314,7 +314,7 @@ def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray 
         # (the point's classes were learnt from a draw that offered more: rows where this one has none)
         steer.refused("", want, tuple(k.name for k in classes))
         want = None
-    if want is not None and want[1] in dists:
+    if want is not None:  # (a member of this draw's classes: its distribution is among `dists`)
         cls, dist, what = want
         by_row = row_kinds(dt, spec) if rows is not None and dt.is_float else ()
         scale = int(what) if cls == SMALL else steer.FREE

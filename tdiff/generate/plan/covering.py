@@ -151,7 +151,6 @@ def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.R
     for _ in range(candidates):
         seed = heaviest[rng.randrange(len(heaviest))]
         row = {seed[0][0]: seed[0][1], seed[1][0]: seed[1][1]}
-        held = list(row.items())
         slots = {points[k].slot for k in row}
         order = [k for k in keys if k not in row]
         rng.shuffle(order)
@@ -160,11 +159,9 @@ def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.R
                 continue
             scores = []
             for c in points[k].names():
-                cell = (k, c)
-                gain = sum(left.get((cell, h) if cell <= h else (h, cell), 0) for h in held)
+                gain = sum(left.get(_pair((k, c), h), 0) for h in row.items())
                 scores.append((gain, c in points[k].nominal, rng.random(), c))
             row[k] = max(scores)[3]
-            held.append((k, row[k]))
             slots.add(points[k].slot)
         cells = sorted(row.items())
         gain = sum(left.get(_pair(a, b), 0) for i, a in enumerate(cells) for b in cells[i + 1:])

@@ -180,6 +180,21 @@ step_probes() {  # bench/gpu_probes.py (the DyT flush and the cross-entropy smoo
     mkdir -p "$OUT/corpus" && cp -r .tdiff/corpus/* "$OUT/corpus/" 2>/dev/null
 }
 
+step_reduce() {  # kernel reduction on the corpus with the compiled backend (bench/reduce.py): the compiled-path
+    # findings first (REDUCE_FIRST), then every entry until REDUCE_TIMEOUT; reduced kernels in $OUT/reduced.tar.gz
+    local t0=$SECONDS dir=/tmp/reduced
+    rm -rf "$dir" && mkdir -p "$dir"
+    $PY bench/reduce.py --no-mutants --budget ${REDUCE_BUDGET:-30} --only ${REDUCE_FIRST:-backward_h1_none_fp16 one_class} \
+        --save "$dir/first" --json "$OUT/reduce_first.json" --out "$OUT/reduce_first.md" > "$OUT/reduce_first.txt" 2>&1
+    summary "reduce (compiled-path entries): exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/reduce_first.md")"
+    t0=$SECONDS
+    timeout ${REDUCE_TIMEOUT:-400} $PY bench/reduce.py --no-mutants --budget ${REDUCE_BUDGET:-30} --save "$dir/all" \
+        ${REDUCE_REST:+--only $REDUCE_REST} \
+        --json "$OUT/reduce_all.json" --out "$OUT/reduce_all.md" > "$OUT/reduce_all.txt" 2>&1
+    summary "reduce (corpus): exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/reduce_all.md" 2>/dev/null)"
+    tar -czf "$OUT/reduced.tar.gz" -C "$dir" .
+}
+
 setup
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(main localize findings gpu_tests seeds stages)

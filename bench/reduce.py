@@ -19,10 +19,13 @@ comment-only) of the kernel and the device functions it calls.
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import json
 import re
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -38,6 +41,7 @@ from tdiff.drive.runner import Runner  # noqa: E402
 from tdiff.judge.verdict import Verdict  # noqa: E402
 from tdiff.record import repro  # noqa: E402
 from tdiff.record.corpus import Entry, recorded_sides  # noqa: E402
+from tdiff.record.reduce import collect  # noqa: E402
 
 DESCRIBED = re.compile(r"kernel reduced from (\d+) to (\d+) lines in ([\d.]+) s \((\d+) of (\d+) candidates kept")
 
@@ -46,8 +50,37 @@ def _row(name: str, kind: str, **kw: object) -> dict:
     return {"name": name, "kind": kind, **kw}
 
 
-def corpus_rows(budget: float, only: list[str], save: Path | None) -> list[dict]:
-    rows = []
+class Rows(list):
+    """The rows so far, written to `path` (JSON) as each comes (a run stopped by a timeout keeps them)."""
+
+    def __init__(self, path: Path | None) -> None:
+        super().__init__()
+        self.path = path
+
+    def append(self, row: dict) -> None:
+        super().append(row)
+        if self.path is not None:
+            self.path.write_text(json.dumps(self, indent=1, default=str))
+
+
+def statements(sources: object) -> int:
+    """Statements of the functions (each `def` one; docstrings not counted): a count the formatting does not
+    change, beside code lines."""
+    texts = sources.values() if isinstance(sources, dict) else [sources]
+    n = 0
+    for text in texts:
+        for node in ast.walk(ast.parse(textwrap.dedent(str(text)))):
+            doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value,
+                                                                                                   str)
+            n += isinstance(node, ast.stmt) and not doc
+    return n
+
+
+def _original(kernel: object) -> dict[str, str]:
+    return {k: f.source for k, f in collect(kernel).items()}
+
+
+def corpus_rows(budget: float, only: list[str], save: Path | None, rows: list[dict]) -> list[dict]:
     for path in sorted(ROOT.glob("corpus/*/*/entry.json")):
         entry = Entry(path.parent)
         meta = entry.meta()
@@ -89,7 +122,9 @@ def _finish(name: str, kind: str, verdict: Verdict, got: object, check: object, 
     r = got.reduction  # type: ignore[attr-defined]
     row = _row(name, kind, verdict=verdict.label, before=r.before, after=r.after, seconds=r.seconds,
                kept=r.kept, tried=r.tried, out_of_time=r.out_of_time, wall=wall,
-               unchecked=got.compiled_unchecked)  # type: ignore[attr-defined]
+               unchecked=got.compiled_unchecked,  # type: ignore[attr-defined]
+               statements=(statements(_original(check.kernel)), statements(r.sources)),  # type: ignore[attr-defined]
+               focus=list(got.focus))  # type: ignore[attr-defined]
     kernel = next(iter(r.sources.values()))
     if got.verdict is not None:  # type: ignore[attr-defined]
         with tempfile.TemporaryDirectory() as tmp:
@@ -108,10 +143,9 @@ def _finish(name: str, kind: str, verdict: Verdict, got: object, check: object, 
     return row
 
 
-def mutant_rows(budget: float, only: list[str], save: Path | None) -> list[dict]:
+def mutant_rows(budget: float, only: list[str], save: Path | None, rows: list[dict]) -> list[dict]:
     from bench import power_mutants as pm
 
-    rows = []
     for m in pm.MUTANTS:
         if only and not any(o in m.name for o in only):
             continue
@@ -145,6 +179,9 @@ def mutant_rows(budget: float, only: list[str], save: Path | None) -> list[dict]
             start = text.find("@triton.jit")
             kernel = text[start:text.find("KERNELS = ")] if start >= 0 else ""
             row["bug_kept"] = "# BUG" in kernel
+            row["focus"] = "alone: its other outputs may differ" in d.kernel_reduced
+            with contextlib.suppress(SyntaxError):  # (the table then shows no statement count)
+                row["statements"] = (statements(_original(m.check.kernel)), statements(kernel))
             if save is not None:
                 save.mkdir(parents=True, exist_ok=True)
                 (save / f"{m.name}.py").write_text(kernel + "\n" + text[text.find("# kernel reduced"):start])
@@ -153,12 +190,15 @@ def mutant_rows(budget: float, only: list[str], save: Path | None) -> list[dict]
 
 
 def table(rows: list[dict], budget: float) -> str:
-    out = ["| entry | verdict | lines before -> after | reduction time (s) | candidates kept / tried | notes |",
-           "|---|---|---:|---:|---:|---|"]
+    out = ["| entry | verdict | lines before -> after | statements before -> after | reduction time (s) | "
+           "candidates kept / tried | notes |",
+           "|---|---|---:|---:|---:|---:|---|"]
     for r in rows:
         if "before" not in r:
-            out.append(f"| {r['name']} | {r.get('verdict', '')} | - | - | - | {r.get('note', '')} |")
+            out.append(f"| {r['name']} | {r.get('verdict', '')} | - | - | - | - | {r.get('note', '')} |")
             continue
+        st = r.get("statements")
+        st_text = f"{st[0]} -> {st[1]}" if st else "-"
         notes = []
         if r.get("out_of_time"):
             notes.append(f"stopped at the budget ({budget:g} s)")
@@ -166,27 +206,37 @@ def table(rows: list[dict], budget: float) -> str:
             notes.append("compiled verdict not rechecked (no GPU): interpreter outputs + PTX compile")
         if r.get("bug_kept") is not None:
             notes.append("planted line kept" if r["bug_kept"] else "planted line NOT in the reduced kernel")
+        if r.get("focus"):
+            notes.append("judged on the diverging outputs alone")
         if r.get("repro"):
             notes.append(f"reproducer {r['repro']}")
         if r.get("seed"):
             notes.append(f"seed {r['seed']}")
-        out.append(f"| {r['name']} | {r.get('verdict', '')} | {r['before']} -> {r['after']} | {r['seconds']:.1f} | "
+        out.append(f"| {r['name']} | {r.get('verdict', '')} | {r['before']} -> {r['after']} | {st_text} | "
+                   f"{r['seconds']:.1f} | "
                    f"{r['kept']} / {r['tried']} | {'; '.join(notes)} |")
     return "\n".join(out)
 
 
 def summary(rows: list[dict]) -> str:
     """How many entries reduced to at most a quarter of their lines (the issue's acceptance: 80% of the findings
-    and planted bugs), counted over every entry that fails here (one not reduced counts as not reduced), and
-    the lines before and after over the reduced ones."""
+    and planted bugs), counted over every entry that fails here (one not reduced, or reduced without its compiled
+    verdict rechecked, counts as not reduced), and the lines before and after over the reduced ones."""
     failing = [r for r in rows if r.get("verdict")]
-    quarter = [r for r in failing if "before" in r and 4 * r["after"] <= r["before"]]
-    reduced = [r for r in failing if "before" in r]
+    # (a reduction whose compiled verdict could not be rechecked here counts as not reduced)
+    reduced = [r for r in failing if "before" in r and not r.get("unchecked")]
+    quarter = [r for r in reduced if 4 * r["after"] <= r["before"]]
+    unchecked = len([r for r in failing if r.get("unchecked")])
     before, after = sum(r["before"] for r in reduced), sum(r["after"] for r in reduced)
     share = len(quarter) / len(failing) if failing else 0.0
+    st = [r for r in reduced if r.get("statements")]
+    st_quarter = [r for r in st if 4 * r["statements"][1] <= r["statements"][0]]
     return (f"{len(quarter)} of {len(failing)} entries that fail here ({share:.0%}) reduced to at most a quarter "
             f"of their lines; {len(reduced)} reduced at all ({before} code lines before, {after} after); "
-            f"{len(rows) - len(failing)} entries do not fail here (not counted)")
+            f"{len(rows) - len(failing)} entries do not fail here (not counted); {unchecked} reduced with the "
+            f"compiled verdict not rechecked (no GPU) count as not reduced. By statements (formatting "
+            f"aside): {len(st_quarter)} of {len(failing)} at most a quarter "
+            f"({sum(r['statements'][0] for r in st)} statements before, {sum(r['statements'][1] for r in st)} after)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,15 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
     p.add_argument("--out", type=Path, default=None, help="write the table here (markdown)")
     args = p.parse_args(argv)
-    rows = []
+    rows = Rows(args.json)
     if not args.no_corpus:
-        rows += corpus_rows(args.budget, args.only, args.save)
+        corpus_rows(args.budget, args.only, args.save, rows)
     if not args.no_mutants:
-        rows += mutant_rows(args.budget, args.only, args.save)
+        mutant_rows(args.budget, args.only, args.save, rows)
     text = table(rows, args.budget) + "\n\n" + summary(rows)
     print(text)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1, default=str))
     if args.out:
         args.out.write_text(text + "\n")
     return 0

@@ -119,3 +119,40 @@ def off_by_one(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     tl.store(out_ptr + offs, x * 2 + 1, mask=mask)
+
+
+def launch_two(kernel, x):
+    out, sq = torch.empty_like(x), torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, sq, x.numel(), BLOCK=BLOCK)
+    return out, sq
+
+
+@tdiff.check(launch=launch_two, reference=lambda x: (x * 2, x * x),
+             x=tst.tensors(shape=(tst.sizes(block=BLOCK, max_blocks=2),), dtype="float32", layouts=["contiguous"]))
+@triton.jit
+def two_outputs(x_ptr, out_ptr, sq_ptr, n, BLOCK: tl.constexpr):
+    """Two outputs, the first one too large: the second's code is not what fails."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    sq = x * x
+    tl.store(sq_ptr + offs, sq, mask=mask)
+    tl.store(out_ptr + offs, x * 2 + 1, mask=mask)
+
+
+def launch_zeros(kernel, x):
+    out = torch.zeros_like(x)
+    kernel[(triton.cdiv(x.numel(), BLOCK),)](x, out, x.numel(), BLOCK=BLOCK)
+    return out
+
+
+@tdiff.check(launch=launch_zeros, reference=lambda x: x - x,
+             x=tst.tensors(shape=(tst.sizes(block=BLOCK, max_blocks=2),), dtype="float32", layouts=["contiguous"],
+                           values=tst.values(-4, 4, nan=False)))
+@triton.jit
+def cancels(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """x - x: 0 in the interpreter, which is also what the output held before the kernel ran."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x - x, mask=mask)

@@ -27,3 +27,20 @@ def test_power_runs_one_mutant(tmp_path):
              "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "vector_add_mask_le" in out.read_text()
+
+
+def test_reduce_runs_a_corpus_entry_and_counts_unchecked_reductions_as_not_reduced(tmp_path):
+    out, rows = tmp_path / "reduce.md", tmp_path / "rows.json"
+    r = _run("bench/reduce.py", "--no-mutants", "--only", "f32_to_f16_rtz", "--budget", "10", "--out", str(out),
+             "--json", str(rows))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| f32_to_f16_rtz[tdiff] |" in out.read_text() and "4 -> 2 | 4 -> 2 |" in out.read_text()
+    code = ("import sys; sys.argv = ['x']; import runpy; m = runpy.run_path('bench/reduce.py', run_name='lib'); "
+            "rows = [dict(name='a', kind='corpus', verdict='v', before=8, after=2, statements=(8, 2)), "
+            "dict(name='b', kind='corpus', verdict='v', before=8, after=2, statements=(8, 2), unchecked=True)]; "
+            "print(m['summary'](rows)); print(m['statements']('def k(a):\\n    \"\"\"doc\"\"\"\\n    x = 1\\n'))")
+    r = _run("-c", code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("1 of 2 entries that fail here (50%) reduced to at most a quarter"), r.stdout
+    assert "1 reduced with the compiled verdict not rechecked (no GPU) count as not reduced" in r.stdout
+    assert r.stdout.splitlines()[-1] == "2"  # (the def and `x = 1`; not the docstring)

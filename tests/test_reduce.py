@@ -344,3 +344,61 @@ def test_a_name_bound_once_to_another_is_replaced_by_it():
                                                                                                   "x_ptr + i")
     assert "    tl.store(out_ptr, acc + (-1e-6))\n" in made["line 6: `eps` replaced by `(-1e-6)`"]
     assert "eps" not in made["line 6: `eps` replaced by `(-1e-6)`"]
+
+
+def test_a_name_read_once_is_written_where_it_is_read():
+    src = ("def k(x_ptr, out_ptr, n):\n"
+           "    offs = tl.arange(0, 4)\n"
+           "    x = tl.load(x_ptr + offs)\n"
+           "    s = x + 1\n"
+           "    acc = 0.0\n"
+           "    for i in range(2):\n"
+           "        acc += s\n"
+           "    tl.store(out_ptr + offs, s * 2 + acc)\n"
+           "    tl.store(out_ptr, offs)\n")
+    made = {e.what: e.make() for e in candidates.edits("temporary", src, {})}
+    # `offs` and `s` are read twice, `acc` is rebound: only `x` goes
+    assert set(made) == {"line 3: `x` inlined where it is read"}
+    assert "    s = tl.load(x_ptr + offs) + 1\n" in made["line 3: `x` inlined where it is read"]
+    # parentheses where they change the meaning; none where a line would grow past MAX_LINE
+    src = "def k(a, b, out):\n    s = a + b\n    tl.store(out, s * 2)\n"
+    assert candidates.edits("temporary", src, {})[0].make() == "def k(a, b, out):\n    tl.store(out, (a + b) * 2)\n"
+    long = "x" * (candidates.MAX_LINE - 20)
+    assert candidates.edits("temporary", f"def k(a, out):\n    s = a + {long}\n    tl.store(out, s * 2)\n", {}) == []
+
+
+def test_a_def_over_several_lines_is_written_on_one():
+    src = "def k(\n    x_ptr,  # in\n    n,\n    BLOCK: tl.constexpr = 4,\n):\n    tl.store(x_ptr, n)\n"
+    (edit,) = candidates.edits("signature", src, {})
+    assert edit.make() == "def k(x_ptr, n, BLOCK: tl.constexpr = 4):\n    tl.store(x_ptr, n)\n"
+    assert candidates.edits("signature", edit.make(), {}) == []  # (one line already)
+    many = ", ".join(f"p{i}" for i in range(40))
+    assert candidates.edits("signature", f"def k(\n    {many},\n):\n    pass\n", {}) == []  # (too long)
+
+
+def test_outputs_that_do_not_diverge_are_not_required():
+    judge = _judge(R.two_outputs)
+    case = _offset_case()
+    verdict, ev = judge.verdict(case, final=True)
+    assert verdict.label == "disagrees with reference" and verdict.targets == ("returned[0]",)
+    red = rk.reduce_kernel(judge, case, verdict, ev, budget=60)
+    assert not isinstance(red, str), red
+    kernel = _kernel_text(red.reduction.sources)
+    # the second output's computation and store go (it is not what fails), its parameter with them
+    assert "sq_ptr" not in kernel and "x * x" not in kernel and "* 2 + 1" in kernel, kernel
+    assert red.verdict.targets == ("returned[0]",)
+    assert "judged on `returned[0]` alone: its other outputs may differ" in red.describe()
+
+
+def test_a_compiled_verdict_reduced_without_a_gpu_keeps_the_stores_behind_its_outputs():
+    # (liger's one-class cross entropy: the interpreter's loss is the 0 the output held before the kernel ran, so
+    # a kernel reduced to `pass` gave the same interpreter outputs; the compiled one was not zero)
+    judge = _judge(R.cancels)
+    case = _offset_case()
+    _, ev = judge.verdict(case)
+    compiled = Verdict("compiled wrong", pair=("compiled", "interpreter"), kind="values", targets=("returned",),
+                       sides={s: BackendSpec(s).role for s in ("compiled", "interpreter")})  # (recorded on a GPU)
+    red = rk.reduce_kernel(judge, case, compiled, ev, budget=120)
+    assert not isinstance(red, str), red
+    kernel = _kernel_text(red.reduction.sources)
+    assert "tl.store(out_ptr" in kernel, kernel

@@ -27,7 +27,8 @@ from ..core.case import Case
 from ..core.outcome import Outcome
 from ..execute.workers import InProcess
 from ..judge.evidence import Evidence
-from ..judge.targets import view
+from ..judge.rules import Rules
+from ..judge.targets import unchanged, view
 from ..judge.verdict import Verdict
 from ..record.reduce import Reduction, collect, reduce, unified_diff
 from ..record.reduce.build import ReducedRef, build
@@ -49,9 +50,15 @@ class CandidateJudge(CaseJudge):
     that rebuilds it in the worker."""
 
     candidate: Any = None
+    focus: frozenset[str] | None = None  # the targets judged (None: all)
 
     def target(self) -> Any:
         return self.candidate
+
+    def rules(self) -> Rules:
+        if self._rules is None:
+            self._rules = dataclasses.replace(super().rules(), focus=self.focus)
+        return self._rules
 
 
 @dataclass
@@ -65,6 +72,8 @@ class KernelReduction:
     reduction: Reduction
     diff: str
     compiled_unchecked: bool = False
+    focus: tuple[str, ...] = ()  # the outputs it was judged on, where the kernel has others
+
 
     def describe(self) -> str:
         r = self.reduction
@@ -72,6 +81,8 @@ class KernelReduction:
                 f"candidates kept")
         if r.out_of_time:
             text += "; stopped at the time budget"
+        if self.focus:
+            text += f"; judged on {', '.join(f'`{t}`' for t in self.focus)} alone: its other outputs may differ"
         if self.compiled_unchecked:
             text += ("; the compiled verdict was not rechecked here (no GPU): the reduced kernel gives the same "
                      "interpreter outputs and compiles to PTX")
@@ -84,9 +95,11 @@ def _same(got: Verdict, want: Verdict) -> bool:
 
 
 def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case,
-                 targets: tuple[str, ...] | None) -> bool:
+                 targets: tuple[str, ...] | None, written: bool = False) -> bool:
     """Each kernel-side outcome of `want` (by label) has its twin in `got` with the same `targets` (None: every
-    target), bit for bit (the same kind of error where it failed)."""
+    target), bit for bit (the same kind of error where it failed); with `written`, the interpreter's trace also
+    shows the kernel storing the same elements of them (an output that holds what it held before the kernel ran
+    is the same bit for bit from a kernel that no longer writes it)."""
     for label, w in want.items():
         if w.role.base == "reference":  # (not a run of the kernel)
             continue
@@ -104,6 +117,11 @@ def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case,
                 return False
             if a is not None and (a.raw.shape != b.raw.shape or a.raw.dtype != b.raw.dtype
                                   or _bytes(a.raw) != _bytes(b.raw)):
+                return False
+            if written and a is not None and (a.writers is None) != (b.writers is None):
+                return False
+            if written and a is not None and a.writers is not None and \
+                    not np.array_equal(a.writers >= 0, b.writers >= 0):  # type: ignore[operator]
                 return False
     return True
 
@@ -166,9 +184,12 @@ class Oracle:
     what the original computes on the guard cases (`varied`)."""
 
     def __init__(self, judge: CaseJudge, case: Case, want: Verdict, base: dict[str, Outcome], timeout: float,
-                 interpreter_only: bool = False, targets: tuple[str, ...] | None = None) -> None:
+                 interpreter_only: bool = False, targets: tuple[str, ...] | None = None, final: bool = False) -> None:
         self.judge, self.case, self.want, self.base = judge, case, want, base
-        self.targets = want.targets if targets is None else targets  # the outputs compared bit for bit
+        self.final = final  # judge each candidate with the reruns its verdict asks for (see `reduce_kernel`)
+        # the outputs compared bit for bit: those that diverged; a verdict that names outputs is judged on them
+        # alone (the others may change), one that names none (out of bounds) on every output
+        self.targets = want.targets if targets is None else targets
         self.functions = collect(judge.check.kernel)
         self.timeout = timeout
         self.interpreter_only = interpreter_only
@@ -189,7 +210,7 @@ class Oracle:
         self.guards.append((case, self.outputs(self.candidate({}), case)))
 
     def same_on_guards(self, cj: CaseJudge) -> bool:
-        return all(same_outputs(self.outputs(cj, case), outs, case, None) for case, outs in self.guards)
+        return all(same_outputs(self.outputs(cj, case), outs, case, self.targets or None) for case, outs in self.guards)
 
     def candidate(self, sources: dict[str, str]) -> CandidateJudge:
         check = dataclasses.replace(self.judge.check, kernel=build(self.judge.check.kernel, sources,
@@ -197,7 +218,7 @@ class Oracle:
         target = check if isinstance(self.judge.executor, InProcess) else \
             ReducedRef(self.judge.check.ref(), tuple(sources.items()))
         cj = CandidateJudge(self.judge.executor, check, self.judge.opinions, self.judge.options, self.scratch,
-                            candidate=target)
+                            candidate=target, focus=frozenset(self.targets) or None)
         cj.timeouts.base = self.timeout
         return cj
 
@@ -209,10 +230,12 @@ class Oracle:
         try:
             if not self.same_on_guards(cj):
                 return False
-            got, ev = cj.verdict(self.case)
+            got, ev = cj.verdict(self.case, final=self.final)
         except (SetupError, HangBudgetSpent):
             return False
-        if not (_same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.targets)):
+        # (where the compiled verdict cannot be rechecked, the kernel must still store what it stored)
+        if not (_same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.targets,
+                                                       written=self.interpreter_only)):
             return False
         # where the compiled verdict cannot be rechecked: the case judged here as before, and a compile
         return not self.interpreter_only or compiles(cj.check, self.case)
@@ -253,10 +276,15 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
     # the original kernel, judged as each candidate will be: what the candidates must match
     cj = Oracle(judge, case, verdict, {}, timeout, interpreter_only).candidate(original)
     want, again = cj.verdict(case)  # (without a GPU and with a compiled verdict: the opinions that run here)
+    # a verdict only reruns decide (numerically unstable, undefined masked lanes, ...): each candidate is judged
+    # with its reruns, else a reduction may keep the first verdict and lose the final one
+    final = not interpreter_only and want.label != verdict.label
+    if final:
+        want, again = cj.verdict(case, final=True)
     base = again.outcomes
     if not interpreter_only and not (want.failed and want.kind == verdict.kind):
         return f"judged again, the case gives {want.label}, not {verdict.label}"
-    oracle = Oracle(judge, case, want, base, timeout, interpreter_only, verdict.targets)
+    oracle = Oracle(judge, case, want, base, timeout, interpreter_only, verdict.targets, final)
     guard = varied(case)
     if guard is not None:
         oracle.guard(guard)
@@ -272,9 +300,22 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
                 + ("; stopped at the time budget" if red.out_of_time else "") + ")")
     best = oracle.candidate(red.sources)
     diff = unified_diff(functions, red.sources)
+    focus = tuple(verdict.targets) if verdict.targets and _outputs(base, case) - set(verdict.targets) else ()
     if interpreter_only:
-        return KernelReduction(best.check, None, None, red, diff, compiled_unchecked=True)
+        return KernelReduction(best.check, None, None, red, diff, compiled_unchecked=True, focus=focus)
     final, final_ev = best.verdict(case, final=True)
     if not _same(final, verdict):
         return f"the reduced kernel's final verdict is {final.label}, not {verdict.label}: the whole kernel is kept"
-    return KernelReduction(best.check, final, final_ev, red, diff)
+    return KernelReduction(best.check, final, final_ev, red, diff, focus=focus)
+
+
+def _outputs(outcomes: dict[str, Outcome], case: Case) -> set[str]:
+    """The targets the kernel's runs changed or returned (its outputs)."""
+    out: set[str] = set()
+    for o in outcomes.values():
+        if o.role.base != "reference" and o.error is None:
+            v = view(o, case)
+            inputs = case.tensors()
+            out |= {p for p in v.targets
+                    if p not in inputs or p in o.storages and not unchanged(o.storages[p], inputs[p])}
+    return out

@@ -242,7 +242,7 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
         sampled = sampled or rules.guide
     for name in case.tensors():
         ta, tb = va.targets.get(name), vb.targets.get(name)
-        if ta is None or tb is None:
+        if ta is None or tb is None or not rules.looks_at(name):
             continue
         rule = rules.target(name, ta.dtype, ops, reference, tf32_ops)
         compare_targets(TargetPair(name, ta, tb, rule, _guide_target(rules, va, vb, name), sampled), case, rules,
@@ -253,12 +253,14 @@ def compare(a: Outcome, b: Outcome, case: Case, rules: Rules | None = None) -> C
         return cmp
     for path, ta in va.targets.items():
         tb = vb.targets.get(path)
-        if path in case.tensors() or tb is None:  # (a returned input view on one side only: compared above)
+        # (a returned input view on one side only: compared above)
+        if path in case.tensors() or tb is None or not rules.looks_at(path):
             continue
         rule = rules.target(path, ta.dtype, ops, reference, tf32_ops)
         compare_targets(TargetPair(path, ta, tb, rule, _guide_target(rules, va, vb, path), sampled), case, rules,
                         cmp, ops)
     for path, x in va.leaves.items():
-        _compare_leaf(path, x, vb.leaves.get(path), case, rules, cmp, ops)
+        if rules.looks_at(path):
+            _compare_leaf(path, x, vb.leaves.get(path), case, rules, cmp, ops)
     return cmp
 

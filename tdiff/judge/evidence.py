@@ -136,7 +136,9 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     if measured is not None:
         ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})  # type: ignore[index]
     for label, o in outcomes.items():
-        ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=o.role.kind != "reference")
+        report = ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=o.role.kind != "reference")
+        if rules.focus is not None:  # (a returned output not judged may be left unwritten)
+            report.findings = [f for f in report.findings if f.kind != integrity.UNWRITTEN or rules.looks_at(f.target)]
     for a, b in pairs if pairs is not None else combinations(outcomes, 2):
         c = classify(outcomes[a], outcomes[b])
         ev.pairs.append(Pair(a, b, c, compare(outcomes[a], outcomes[b], case, rules) if c.judged else None))

@@ -71,6 +71,12 @@ class Rules:
     guide: View | None = None  # an interpreter outcome of the case: ops, per-element scales, edges
     fp64: View | None = None  # the interpreter in float64 on upcast inputs: is a range-edge difference inherent?
     sensitivity: Sensitivity | None = None  # the problem's measured scale (tdiff.judge.sensitivity), once run
+    # the targets judged (None: all); kernel reduction judges a candidate on the targets that diverged
+    focus: frozenset[str] | None = None
+
+    def looks_at(self, path: str) -> bool:
+        """Whether `path` is judged (see `focus`)."""
+        return self.focus is None or path in self.focus
 
     @property
     def measurable(self) -> bool:

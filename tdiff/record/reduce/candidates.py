@@ -5,14 +5,16 @@ applied lazily and may give text that does not parse (the loop then skips it).
 Passes, in order: comment lines dropped, constexpr specialisation (a constexpr parameter's uses replaced by
 the case's value), compound statements replaced by a branch or by one iteration of their loop, statement
 deletion (ddmin over each block: halves, quarters, ... single statements), a name bound once to another name
-or a constant replaced by it, the kernel's unused parameters dropped, loops cut to one iteration, keyword
-arguments dropped, expressions replaced by one of their operands or a condition by a constant.
+or a constant replaced by it, a name bound once and read once replaced by its value, the kernel's unused
+parameters dropped, a `def` over several lines written on one, loops cut to one iteration, keyword arguments
+dropped, expressions replaced by one of their operands or a condition by a constant.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -302,6 +304,85 @@ def _inline(t: Text, node: ast.stmt, reads: list[ast.Name], text: str) -> str:
     return "".join(lines[:first - 1] + lines[last:])  # type: ignore[index]
 
 
+#: a line an edit that joins code (`temporaries`, `signature`) makes may be this long (ruff's default for this project)
+MAX_LINE = 120
+
+
+def temporaries(t: Text) -> list[Edit]:
+    """A name bound once and read once, after its binding (`w = tl.load(...)` ... `y = x * w`), replaced by its
+    value where it is read (in parentheses only where they change what the code means), its assignment dropped;
+    not where the line it lands in would pass `MAX_LINE` characters (the oracle judges each: a load moved past a
+    store may read another value)."""
+    fn = _function(t.tree)
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    stores: dict[str, int] = {}
+    reads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                reads.setdefault(node.id, []).append(node)
+            else:
+                stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            stores[node.target.id] = stores.get(node.target.id, 0) + 2
+    out = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        used = reads.get(name, [])
+        if name in params or stores.get(name) != 1 or len(used) != 1 or not t.alone(node, node) or \
+                used[0].lineno <= node.end_lineno or "\n" in t.segment(node.value):  # type: ignore[operator]
+            continue
+        out.append(Edit(f"line {node.lineno}: `{name}` inlined where it is read",
+                        lambda node=node, read=used[0]: _substitute(t, node, read)))
+    return [e for e in out if e.make() != t.src]
+
+
+def _substitute(t: Text, node: ast.Assign, read: ast.Name) -> str:
+    a, b = t.span(read)
+    value = t.segment(node.value)
+    wrapped = t.splice(a, b, f"({value})")
+    bare = t.splice(a, b, value)
+    src = bare if _same_meaning(bare, ast.dump(ast.parse(wrapped))) else wrapped
+    lines = src.splitlines(keepends=True)
+    if any(len(line.rstrip("\n")) > MAX_LINE for line in lines[read.lineno - 1:read.end_lineno]):  # type: ignore[misc]
+        return t.src  # (too long a line: no edit)
+    return "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])  # type: ignore[index]
+
+
+def signature(t: Text) -> list[Edit]:
+    """A `def` spread over several lines written on one, where it fits in `MAX_LINE` characters (as a formatter
+    writes it once few parameters are left)."""
+    fn = _function(t.tree)
+    args = fn.args
+    if not fn.body or args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+        return []
+    end = _header_end(t, fn)
+    if end is None or end == fn.lineno:
+        return []
+    defaults = dict(zip([a.arg for a in args.args[len(args.args) - len(args.defaults):]], args.defaults))
+    params = [t.segment(a) + ((" = " if a.annotation is not None else "=") + t.segment(defaults[a.arg])
+                              if a.arg in defaults else "") for a in args.args]
+    returns = f" -> {t.segment(fn.returns)}" if fn.returns is not None else ""
+    line = f"{t.indent(fn.lineno)}def {fn.name}({', '.join(params)}){returns}:\n"
+    if len(line) - 1 > MAX_LINE:
+        return []
+    return [Edit("the def written on one line", lambda: t.replace_lines(fn.lineno, end, [line]))]
+
+
+def _header_end(t: Text, fn: ast.FunctionDef) -> int | None:
+    """The line the `def`'s header ends on (its `:`)."""
+    for end in range(fn.lineno, fn.body[0].lineno):
+        head = textwrap.dedent("".join(t.lines[fn.lineno - 1:end]))
+        try:
+            ast.parse(head + "    pass\n")
+        except SyntaxError:
+            continue
+        return end
+    return None
+
+
 def unused_parameters(t: Text) -> list[Edit]:
     """Parameters the body no longer reads dropped from the `def` (all at once first, then each): the kernel's
     launches still pass them, and the rebuilt kernel drops them from each launch (`build`)."""
@@ -451,7 +532,9 @@ PASSES: list[tuple[str, Callable[..., list[Edit]]]] = [
     ("compound", compounds),  # (first: specialised constexprs leave `if True:` / `if False:`)
     ("delete", deletions),
     ("alias", aliases),
+    ("temporary", temporaries),
     ("parameters", unused_parameters),  # (the kernel's own only: its launches are rewritten by `build`)
+    ("signature", signature),
     ("loop", one_iteration),
     ("keyword", keywords),
     ("expression", expressions),

@@ -192,14 +192,20 @@ def test_a_budget_too_small_for_one_candidate_keeps_the_kernel():
 
 # ------------------------------------------------------------------ the compiled backend, without a GPU
 
-def test_a_compiled_verdict_is_reduced_conservatively_without_a_gpu():
-    judge = _judge(R.off_by_one)
+def _reduced_as_compiled_wrong(kernel):
+    """The kernel reduced here (no GPU) on the offset case, as if a GPU had recorded `compiled wrong` on it."""
+    judge = _judge(kernel)
     case = _offset_case()
     _, ev = judge.verdict(case)
     compiled = Verdict("compiled wrong", pair=("compiled", "interpreter"), kind="values", targets=("returned",),
                        sides={s: BackendSpec(s).role for s in ("compiled", "interpreter")})  # (recorded on a GPU)
     red = rk.reduce_kernel(judge, case, compiled, ev, budget=120)
     assert not isinstance(red, str), red
+    return judge, case, compiled, red
+
+
+def test_a_compiled_verdict_is_reduced_conservatively_without_a_gpu():
+    judge, case, compiled, red = _reduced_as_compiled_wrong(R.off_by_one)
     assert red.compiled_unchecked and red.verdict is None
     assert "the compiled verdict was not rechecked here" in red.describe()
     kernel = _kernel_text(red.reduction.sources)
@@ -393,12 +399,6 @@ def test_outputs_that_do_not_diverge_are_not_required():
 def test_a_compiled_verdict_reduced_without_a_gpu_keeps_the_stores_behind_its_outputs():
     # (liger's one-class cross entropy: the interpreter's loss is the 0 the output held before the kernel ran, so
     # a kernel reduced to `pass` gave the same interpreter outputs; the compiled one was not zero)
-    judge = _judge(R.cancels)
-    case = _offset_case()
-    _, ev = judge.verdict(case)
-    compiled = Verdict("compiled wrong", pair=("compiled", "interpreter"), kind="values", targets=("returned",),
-                       sides={s: BackendSpec(s).role for s in ("compiled", "interpreter")})  # (recorded on a GPU)
-    red = rk.reduce_kernel(judge, case, compiled, ev, budget=120)
-    assert not isinstance(red, str), red
+    *_, red = _reduced_as_compiled_wrong(R.cancels)
     kernel = _kernel_text(red.reduction.sources)
     assert "tl.store(out_ptr" in kernel, kernel

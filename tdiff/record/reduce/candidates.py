@@ -266,29 +266,44 @@ def keywords(t: Text) -> list[Edit]:
     return out
 
 
+def _bindings(fn: ast.FunctionDef) -> tuple[set[str], dict[str, int], dict[str, list[ast.Name]]]:
+    """The function's parameters, how often each name is bound (an augmented assignment counts twice: it reads
+    the name too) and where each is read."""
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    stores: dict[str, int] = {}
+    reads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                reads.setdefault(node.id, []).append(node)
+            else:
+                stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            stores[node.target.id] = stores.get(node.target.id, 0) + 2
+    return params, stores, reads
+
+
+def _assignments(fn: ast.FunctionDef) -> list[tuple[ast.Assign, str]]:
+    """Assignments to one name (`x = ...`), with the name."""
+    return [(node, node.targets[0].id) for node in ast.walk(fn) if isinstance(node, ast.Assign)
+            and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)]
+
+
 def aliases(t: Text) -> list[Edit]:
     """A name bound once to another name or a constant (`x_base = X_ptr`, `X_pow1 = X_row`, `eps = 1e-6`) replaced
     by it where it is read, its assignment dropped (the oracle judges each: a name rebound in a loop may not be
     the same value)."""
     fn = _function(t.tree)
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    stores: dict[str, int] = {}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            stores[node.target.id] = stores.get(node.target.id, 0) + 2
+    params, stores, all_reads = _bindings(fn)
     out = []
-    for node in ast.walk(fn):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name, value = node.targets[0].id, node.value
+    for node, name in _assignments(fn):
+        value = node.value
         simple = isinstance(value, (ast.Name, ast.Constant)) or isinstance(value, ast.UnaryOp) and \
             isinstance(value.operand, ast.Constant)
         if not simple or name in params or stores.get(name) != 1 or not t.alone(node, node) or \
                 isinstance(value, ast.Name) and value.id == name or "\n" in t.segment(value):
             continue
-        reads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id == name]
+        reads = all_reads.get(name, [])
         text = t.segment(value) if not isinstance(value, ast.UnaryOp) else f"({t.segment(value)})"  # (`-1 ** 2`)
         out.append(Edit(f"line {node.lineno}: `{name}` replaced by `{_short(text)}`",
                         lambda node=node, reads=reads, text=text: _inline(t, node, reads, text)))
@@ -314,22 +329,9 @@ def temporaries(t: Text) -> list[Edit]:
     not where the line it lands in would pass `MAX_LINE` characters (the oracle judges each: a load moved past a
     store may read another value)."""
     fn = _function(t.tree)
-    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-    stores: dict[str, int] = {}
-    reads: dict[str, list[ast.Name]] = {}
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name):
-            if isinstance(node.ctx, ast.Load):
-                reads.setdefault(node.id, []).append(node)
-            else:
-                stores[node.id] = stores.get(node.id, 0) + 1
-        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            stores[node.target.id] = stores.get(node.target.id, 0) + 2
+    params, stores, reads = _bindings(fn)
     out = []
-    for node in ast.walk(fn):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name = node.targets[0].id
+    for node, name in _assignments(fn):
         used = reads.get(name, [])
         if name in params or stores.get(name) != 1 or len(used) != 1 or not t.alone(node, node) or \
                 used[0].lineno <= node.end_lineno or "\n" in t.segment(node.value):  # type: ignore[operator]

@@ -402,3 +402,18 @@ def test_a_compiled_verdict_reduced_without_a_gpu_keeps_the_stores_behind_its_ou
     *_, red = _reduced_as_compiled_wrong(R.cancels)
     kernel = _kernel_text(red.reduction.sources)
     assert "tl.store(out_ptr" in kernel, kernel
+
+
+def test_a_candidate_much_slower_than_the_original_is_rejected():
+    # (a reduction is smaller, not slower: a program looping over every row once its share is cut passed on the
+    # case and then timed out in the final verdict's reruns)
+    judge = _judge(R.off_by_one)
+    case = _offset_case()
+    verdict, ev = judge.verdict(case)
+    key = next(iter(collect(R.off_by_one)))
+    src = collect(R.off_by_one)[key].source
+    oracle = rk.Oracle(judge, case, verdict, ev.outcomes, 30)
+    body = src.index('"""\n') + 4
+    assert oracle({key: src.replace("Every output", "Each output")})
+    spin = "    acc = 0\n    for i in range(4000):\n        acc += 1\n"  # (the interpreter runs it in Python)
+    assert not oracle({key: src[:body] + spin + src[body:]})

@@ -40,6 +40,10 @@ from .case_judge import CaseJudge, HangBudgetSpent, SetupError
 _NOT_REDUCED = ("nondeterministic",)
 #: a candidate's runs may take this many times the original's (at least MIN_TIMEOUT s) before it is dropped
 TIMEOUT_FACTOR, MIN_TIMEOUT = 10.0, 2.0
+#: a candidate whose runs take more than this many times the original's (and over SLOWER_FLOOR s) is rejected: a
+#: reduction is smaller, not slower (every program looping over all rows once its share is cut passes on the case,
+#: then times out in the final verdict's reruns)
+SLOWER, SLOWER_FLOOR = 3.0, 0.5
 #: the architecture a candidate compiles for where the compiled verdict cannot be rechecked (an H100)
 PTX_ARCH = 90
 
@@ -237,6 +241,8 @@ class Oracle:
         if not (_same(got, self.want) and same_outputs(ev.outcomes, self.base, self.case, self.targets,
                                                        written=self.interpreter_only)):
             return False
+        if _slowest(ev.outcomes) > max(SLOWER * _slowest(self.base), SLOWER_FLOOR):
+            return False
         # where the compiled verdict cannot be rechecked: the case judged here as before, and a compile
         return not self.interpreter_only or compiles(cj.check, self.case)
 
@@ -266,7 +272,9 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return "no kernel was launched: the divergence is in `launch`, before the kernel runs"
     compiled = any(verdict.role(s, ev).base == "compiled" for s in verdict.pair or ())
     interpreter_only = compiled and "compiled" not in judge.opinions.kinds
-    slowest = max([o.seconds for o in ev.outcomes.values()] or [0.0])
+    # (the reruns too: a verdict they decide is judged with them on every candidate, and a random-rounding run of
+    # the interpreter is slower than the plain one)
+    slowest = max([o.seconds for o in (*ev.outcomes.values(), *ev.extra.values())] or [0.0])
     timeout = min(judge.timeouts.current(), max(MIN_TIMEOUT, TIMEOUT_FACTOR * slowest))
     try:
         functions = collect(judge.check.kernel)
@@ -305,7 +313,9 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return KernelReduction(best.check, None, None, red, diff, compiled_unchecked=True, focus=focus)
     final, final_ev = best.verdict(case, final=True)
     if not _same(final, verdict):
-        return f"the reduced kernel's final verdict is {final.label}, not {verdict.label}: the whole kernel is kept"
+        why = f" ({_short(final.reasons[0])})" if final.reasons else ""
+        return (f"the reduced kernel's final verdict is {final.label}, not {verdict.label}{why}: the whole kernel is "
+                "kept")
     return KernelReduction(best.check, final, final_ev, red, diff, focus=focus)
 
 
@@ -319,3 +329,13 @@ def _outputs(outcomes: dict[str, Outcome], case: Case) -> set[str]:
             out |= {p for p in v.targets
                     if p not in inputs or p in o.storages and not unchanged(o.storages[p], inputs[p])}
     return out
+
+
+def _short(text: str, n: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _slowest(outcomes: dict[str, Outcome]) -> float:
+    """The longest run of the kernel among `outcomes` (the reference's aside)."""
+    return max([o.seconds for o in outcomes.values() if o.role.base != "reference"] or [0.0])

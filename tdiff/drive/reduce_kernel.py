@@ -15,6 +15,7 @@ not rechecked.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,6 @@ class KernelReduction:
     diff: str
     compiled_unchecked: bool = False
     focus: tuple[str, ...] = ()  # the outputs it was judged on, where the kernel has others
-
 
     def describe(self) -> str:
         r = self.reduction
@@ -313,7 +313,7 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
         return KernelReduction(best.check, None, None, red, diff, compiled_unchecked=True, focus=focus)
     final, final_ev = best.verdict(case, final=True)
     if not _same(final, verdict):
-        why = f" ({_short(final.reasons[0])})" if final.reasons else ""
+        why = f" ({textwrap.shorten(final.reasons[0], 160)})" if final.reasons else ""
         return (f"the reduced kernel's final verdict is {final.label}, not {verdict.label}{why}: the whole kernel is "
                 "kept")
     return KernelReduction(best.check, final, final_ev, red, diff, focus=focus)
@@ -329,11 +329,6 @@ def _outputs(outcomes: dict[str, Outcome], case: Case) -> set[str]:
             out |= {p for p in v.targets
                     if p not in inputs or p in o.storages and not unchanged(o.storages[p], inputs[p])}
     return out
-
-
-def _short(text: str, n: int = 160) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 def _slowest(outcomes: dict[str, Outcome]) -> float:

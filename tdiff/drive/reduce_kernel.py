@@ -322,10 +322,10 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
 def _outputs(outcomes: dict[str, Outcome], case: Case) -> set[str]:
     """The targets the kernel's runs changed or returned (its outputs)."""
     out: set[str] = set()
+    inputs = case.tensors()
     for o in outcomes.values():
         if o.role.base != "reference" and o.error is None:
             v = view(o, case)
-            inputs = case.tensors()
             out |= {p for p in v.targets
                     if p not in inputs or p in o.storages and not unchanged(o.storages[p], inputs[p])}
     return out

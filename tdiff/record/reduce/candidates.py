@@ -336,20 +336,20 @@ def temporaries(t: Text) -> list[Edit]:
         if name in params or stores.get(name) != 1 or len(used) != 1 or not t.alone(node, node) or \
                 used[0].lineno <= node.end_lineno or "\n" in t.segment(node.value):  # type: ignore[operator]
             continue
-        out.append(Edit(f"line {node.lineno}: `{name}` inlined where it is read",
-                        lambda node=node, read=used[0]: _substitute(t, node, read)))
-    return [e for e in out if e.make() != t.src]
+        text = _substitute(t, node, used[0])
+        if text is not None:  # (made here, once: whether it fits is known only from the text)
+            out.append(Edit(f"line {node.lineno}: `{name}` inlined where it is read", lambda text=text: text))
+    return out
 
 
-def _substitute(t: Text, node: ast.Assign, read: ast.Name) -> str:
+def _substitute(t: Text, node: ast.Assign, read: ast.Name) -> str | None:
+    """The text with `node`'s value in place of `read` and `node` dropped; None where a line would pass
+    `MAX_LINE`."""
     a, b = t.span(read)
-    value = t.segment(node.value)
-    wrapped = t.splice(a, b, f"({value})")
-    bare = t.splice(a, b, value)
-    src = bare if _same_meaning(bare, ast.dump(ast.parse(wrapped))) else wrapped
+    src = _operand(t, a, b, t.segment(node.value), _atom(node.value))
     lines = src.splitlines(keepends=True)
     if any(len(line.rstrip("\n")) > MAX_LINE for line in lines[read.lineno - 1:read.end_lineno]):  # type: ignore[misc]
-        return t.src  # (too long a line: no edit)
+        return None
     return "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])  # type: ignore[index]
 
 

@@ -195,6 +195,49 @@ step_reduce() {  # kernel reduction on the corpus with the compiled backend (ben
     tar -czf "$OUT/reduced.tar.gz" -C "$dir" .
 }
 
+step_where() {  # the main job on a fresh Triton cache (as a fresh machine runs it), with CPU use logged, and where
+    # its time went (bench/wall_profile.py); TAG names the files, DIR runs another checkout's code (e.g. .before)
+    local t0=$SECONDS tag=${TAG:-now} dir=${DIR:-.} vm
+    export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
+    vmstat 1 > "$OUT/vmstat_$tag.log" & vm=$!
+    (cd "$dir" && rm -rf .tdiff .hypothesis && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 \
+        -p no:cacheprovider --tdiff-json "$OUT/where_$tag.json" ${ARGS:-} > "$OUT/where_$tag.txt" 2>&1)
+    local rc=$?
+    kill $vm
+    summary "main job $tag (fresh cache): exit $rc, $((SECONDS - t0)) s; $(tail -1 "$OUT/where_$tag.txt")"
+    $PY bench/wall_profile.py "$OUT/where_$tag.json" --vmstat "$OUT/vmstat_$tag.log" --top 25 > "$OUT/where_$tag.md" 2>&1
+    summary "$(sed -n 2,7p "$OUT/where_$tag.md")"
+    $PY bench/wall_profile.py "$OUT/where_$tag.json" --only suites.liger,suites.flaggems --top 0 > "$OUT/real_$tag.md" 2>&1
+    summary "real suites within it: $(sed -n 1,7p "$OUT/real_$tag.md" | tr '\n' ' ')"
+}
+
+step_ahead_test() {  # the compile-ahead GPU test (each binary compiled once across the GPU and compile workers)
+    $PY -m pytest tests/test_gpu.py -k "ahead or cached_second" -q -s -p no:cacheprovider > "$OUT/ahead_test.txt" 2>&1
+    summary "ahead test: exit $?; $(grep -E 'compile_ahead=|passed|failed' "$OUT/ahead_test.txt" | tr '\n' ' ' | cut -c1-700)"
+}
+
+step_real_where() {  # the real suites (liger, FlagGems) on a fresh Triton cache, and where their time went; TAG, ARGS
+    local t0=$SECONDS tag=${TAG:-now}
+    export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
+    rm -rf .tdiff .hypothesis
+    $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider -q \
+        --tdiff-json /tmp/real_$tag.json ${ARGS:-} > /tmp/real_$tag.txt 2>&1
+    summary "real suites $tag (fresh cache): exit $?, $((SECONDS - t0)) s; $(tail -1 /tmp/real_$tag.txt)"
+    $PY bench/wall_profile.py /tmp/real_$tag.json --top 10 > "$OUT/real_where_$tag.md" 2>&1
+    summary "$(sed -n 1,6p "$OUT/real_where_$tag.md")"
+}
+
+step_stages_cost() {  # what one compile costs, stage by stage, on this machine's CPU (bench/compile_stages.py)
+    $PY bench/compile_stages.py > "$OUT/compile_stages.txt" 2>&1
+    summary "compile stages: exit $?; $(tail -2 "$OUT/compile_stages.txt" | tr '\n' ' ')"
+}
+
+step_bench1() {  # bench/bench.py on one-program grids: tdiff's cost per case against the bare loop
+    local t0=$SECONDS
+    $PY bench/bench.py --quick --grids 1 ${BENCH_ARGS:-} > "$OUT/bench1_${TAG:-now}.txt" 2>&1
+    summary "bench/bench.py --grids 1 ($TAG): exit $?, $((SECONDS - t0)) s; $(grep 'per case' "$OUT/bench1_${TAG:-now}.txt")"
+}
+
 setup
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(main localize findings gpu_tests seeds stages)

@@ -125,6 +125,9 @@ OPTIONS: tuple[Option, ...] = (
            "the compiled backend", "30", "compile_budget", minimum=0, zero="no limit", unit="seconds"),
     Option("max-compiles", int, "the same budget as a number of compiles", "0", "max_compiles", minimum=0,
            zero="no limit"),
+    Option("compile-ahead", int, "compile workers per check that compile its planned cases' specializations "
+           "before the search reaches them (GPU runs only)", "auto: the cores beyond two per xdist worker, "
+           "shared among them, 1 to 4", "compile_ahead", minimum=0, zero="off"),
     Option("coverage", str, "report (name the kernel lines no case ran) or require (such a check fails)", "report",
            "coverage", choices=("report", "require")),
     Option("targeting", bool, "on: hypothesis climbs each case's largest difference over tolerance and the kernel "

@@ -346,3 +346,21 @@ def _atomic_wide(kernel, x):
     out = torch.zeros(1, dtype=torch.float32, device=x.device)
     kernel[(triton.cdiv(x.numel(), 4),)](x, out, x.numel(), BLOCK=4)
     return out
+
+
+# ---------------------------------------------------------------- compile workers' protocol (test_compile_ahead)
+
+def _launch_slowly(kernel, x):
+    import time
+
+    time.sleep(0.05)  # a launch function that takes its time: a compile worker's cases can be stopped midway
+    return _launch_1d(kernel, x)
+
+
+@tdiff.check(launch=_launch_slowly, reference=lambda x: x * 2,
+             x=tst.tensors(shape=(tst.sizes(block=BLOCK),), layouts=["contiguous"]))
+@triton.jit
+def slow_launch_double(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs * stride, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 2, mask=offs < n)

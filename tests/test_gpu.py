@@ -267,12 +267,37 @@ def test_a_cached_second_run_compiles_nothing(tmp_path, monkeypatch):
     for _ in range(2):
         pool = Pool()  # a fresh worker each time: an empty in-memory cache
         try:
-            (r,) = tdiff.verify(softmax.softmax_kernel, profile="ci", corpus_dir=None, repro_dir=None, executor=pool)
+            (r,) = tdiff.verify(softmax.softmax_kernel, profile="ci", corpus_dir=None, repro_dir=None, executor=pool,
+                                compile_ahead=0)
         finally:
             pool.close()
         counts.append((r.compiles, r.cache_loads))
     print(f"\n(compiles, loaded from Triton's cache): first run {counts[0]}, second run {counts[1]}")
     assert counts[0][0] > 0 and counts[1][0] == 0 and counts[1][1] == counts[0][0]
+
+
+def test_compiling_ahead_compiles_each_binary_once_across_workers(tmp_path, monkeypatch):
+    # the same derandomized cases with and without two compile workers, each run on an empty cache: together the
+    # GPU worker and the compile workers compile exactly what the GPU worker alone compiled, none of it twice
+    from suites import softmax
+
+    runs = {}
+    for workers in (0, 2):
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / f"triton-cache-{workers}"))
+        pool = Pool()  # fresh workers: empty in-memory caches
+        try:
+            (r,) = tdiff.verify(softmax.softmax_kernel, profile="ci", corpus_dir=None, repro_dir=None, executor=pool,
+                                compile_ahead=workers)
+        finally:
+            pool.close()
+        runs[workers] = r
+        print(f"\ncompile_ahead={workers}: wall {r.wall:.1f}s, GPU worker compiled {r.compiles} "
+              f"({r.compile_seconds:.1f}s), loaded {r.cache_loads}, waited {r.compile_wait:.2f}s; ahead {r.ahead}")
+    alone, shared = runs[0], runs[2]
+    assert alone.status == shared.status == "passed" and alone.cases == shared.cases
+    a = shared.ahead
+    assert a["workers"] == 2 and a["compiles"] > 0 and not a["errors"], a
+    assert shared.compiles + a["compiles"] == alone.compiles and shared.cache_loads == a["compiles"]
 
 
 @pytest.mark.parametrize("kernel,verdict_kind", [(H.row_sum_no_other, "values"), (H.gather_unmasked_index, "oob")],

@@ -80,6 +80,8 @@ class RunOptions:
     sample_size: int = 8  # random programs interpreted besides first, last and mask-tail ones
     compile_budget: float = 30.0  # compile seconds per check on new combinations of classes (0: no limit)
     max_compiles: int = 0  # and/or compiles per check on new combinations of classes (0: no limit)
+    # compile workers per check compiling its planned cases ahead of the search (None: auto; 0: off)
+    compile_ahead: int | None = None
     coverage: str = "report"  # kernel lines no case ran: "report" them, or "require" every line to run (else fail)
     database: Any = None  # a hypothesis ExampleDatabase (--tdiff-database); None: the profile decides
     # hypothesis's target phase climbs each case's closeness and kernel lines run; off by default: at the

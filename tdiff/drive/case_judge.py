@@ -104,7 +104,9 @@ class CaseJudge:
         """Run each spec on the case (or on its own of `cases`: a perturbed rerun's inputs)."""
         timeout = self.timeouts.current()
         jobs = [Job(self.target(), s, c) for s, c in zip(specs, cases or [case] * len(specs))]
+        t0 = time.perf_counter()
         outcomes = self.executor.run_many(jobs, timeout)
+        self.result.spent["waiting on reruns" if cases else "waiting on opinions"] += time.perf_counter() - t0
         self.timeouts.observe(outcomes, timeout)
         if self.timeouts.hung:
             self.result.hang_timeout = self.timeouts.current()
@@ -113,6 +115,7 @@ class CaseJudge:
             self.result.compiles += o.compiles
             self.result.compile_seconds += o.compile_seconds
             self.result.cache_loads += o.cache_loads
+            self.result.compile_wait += o.compile_wait
         return outcomes
 
     def _outcomes(self, case: Case, opinions: Opinions) -> dict[str, Outcome]:
@@ -142,8 +145,10 @@ class CaseJudge:
         outcomes = self._outcomes(case, opinions)
         labels = list(outcomes)
         pairs = [(labels[a], labels[b]) for a, b in opinions.pairs]
+        t0 = time.perf_counter()
         ev = gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
         ev.reference_on_divergence = opinions.reference_on_divergence
+        self.result.spent["judging"] += time.perf_counter() - t0
         return ev
 
     def rules(self) -> Rules:
@@ -205,8 +210,10 @@ class CaseJudge:
                 pairs = [(p.a, p.b) for p in ev.pairs]
                 extra = ev.extra
                 third = ev.reference_on_divergence
+                t0 = time.perf_counter()
                 ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra.get(FLOAT64_RUN),
                             extra)
+                self.result.spent["judging"] += time.perf_counter() - t0
                 ev.extra.update(extra)
                 ev.reference_on_divergence = third
             v = decide(ev, final)

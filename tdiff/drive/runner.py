@@ -22,6 +22,7 @@ from ..core.outcome import Outcome
 from ..core.settings import RunOptions
 from ..declaration import Check, checks_of
 from ..errors import CorpusError, DivergenceError
+from ..execute import ahead
 from ..execute.backends.base import gpu_available
 from ..execute.backends.dry_launch import SPEC as SPECIALIZE
 from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget
@@ -62,6 +63,7 @@ class Runner:
         self.progress = progress
 
     def phase(self, result: CheckResult, phase: str) -> None:
+        result.enter(phase)
         if self.progress is not None:
             self.progress.update(result, phase)
 
@@ -106,8 +108,9 @@ class Runner:
         result = self.new_result(check)
         judge = self.judge(check, result)
         self.check_environments(judge)
+        ahead_workers = self.ahead_workers(judge)
         if isinstance(self.executor, Pool):
-            self.executor.warm([judge.spec(s).lane for s in judge.opinions.backends])
+            self.executor.warm([judge.spec(s).lane for s in judge.opinions.backends] + ahead.lanes(ahead_workers))
         pipeline = self.pipeline(check, judge)
         budget = pipeline.budget
         replays: list[Replayed] = []
@@ -117,7 +120,8 @@ class Runner:
                 self.phase(result, "replaying the corpus")
                 replays = self.replay_corpora(check, result, judge)
             self.phase(result, "searching")
-            found = search(pipeline, lambda phase: self.phase(result, phase))
+            found = search(pipeline, lambda phase: self.phase(result, phase),
+                           self.compile_ahead(judge, ahead_workers) if ahead_workers else None)
             result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
@@ -146,8 +150,41 @@ class Runner:
             judged=result.judged, never_ran=never_ran))
         if never_ran and result.status != "error":
             result.notes.append(coverage_note(never_ran))
+        result.enter(None)
         result.wall = time.perf_counter() - t0
         return result
+
+    def ahead_workers(self, judge: CaseJudge) -> int:
+        """Compile workers for this check's planned cases: none without a GPU, worker processes or a plain
+        compiled opinion (stage lanes compile their own way)."""
+        n = self.options.compile_ahead
+        if n == 0 or not isinstance(self.executor, Pool) or not gpu_available():
+            return 0
+        if not any(s.kind == "compiled" and not s.stage and not s.ir and s.python is None
+                   for s in judge.opinions.backends):
+            return 0
+        return ahead.auto_workers() if n is None else n
+
+    def compile_ahead(self, judge: CaseJudge, n: int) -> Any:
+        """What the search calls with its planned cases: start `n` compile workers on them; it returns what the
+        search calls at its end (stop them, and count what they did in the check's result)."""
+
+        def start(cases: list[Case]) -> Any:
+            jobs = ahead.jobs(judge.target(), cases, n)
+            self.executor.ahead(jobs)
+            t0 = time.perf_counter()
+
+            def stop() -> None:
+                count = self.executor.stop_ahead(judge.timeouts.base)
+                judge.result.ahead = {"workers": len(jobs), "cases": sum(len(j.cases) for j in jobs),
+                                      "done": count.cases, "compiles": count.compiles,
+                                      "compile_seconds": round(count.seconds, 3), "loads": count.loads,
+                                      "taken": count.taken, "stopped": count.stopped,
+                                      "wall": round(time.perf_counter() - t0, 3), "errors": count.errors[:3]}
+
+            return stop
+
+        return start
 
     def budget(self, check: Check, opinions: Opinions) -> CompileBudget:
         """The check's compile budget; none when no opinion compiles (interpreter, reference)."""

@@ -67,13 +67,13 @@ def _hopeless(result: Any, recent: list[str]) -> str | None:
 
 
 def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
-            result: Any) -> hypothesis.settings:
+            result: Any) -> tuple[hypothesis.settings, list[Case]]:
     """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
-    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases. The plan's
-    coverage goes to `result`."""
+    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases; and those cases, in
+    the order it runs them. The plan's coverage goes to `result`."""
     rows = options.plan if options.plan is not None else 3 * settings.max_examples // 4
     if rows <= 0 or Phase.reuse not in settings.phases:
-        return settings
+        return settings, []
     # the same seed as the search's: a derandomized plan is the check id's, a seeded one the seed's
     seed = options.seed if options.seed is not None else stable_seed(check.id) if settings.derandomize \
         else random.getrandbits(64)
@@ -83,11 +83,11 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
         raise
     except Exception as exc:  # drawing failed: the search proper will say why
         result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
-        return settings
+        return settings, []
     result.plan = plan.coverage.as_dict()
     result.plan_line = plan.coverage.line()
     if not plan.choices:
-        return settings
+        return settings, []
     # (a derandomized run is seeded by the check's id instead: hypothesis allows no database with derandomize)
     # (a seeded run keeps no database of its own, as hypothesis.seed has it)
     base = settings.database if options.seed is None else None
@@ -95,8 +95,8 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
         db = seeded_database(plan.choices, key, base)
     except ImportError as exc:  # a hypothesis whose database stores no choice sequences
         result.notes.append(f"boundary plan: not run ({exc}); random search only")
-        return settings
-    return hypothesis.settings(settings, derandomize=False, database=db)
+        return settings, []
+    return hypothesis.settings(settings, derandomize=False, database=db), plan.replay_order()
 
 
 @dataclass
@@ -107,13 +107,16 @@ class _Run:
     not_judged: list[str] = field(default_factory=list)  # the reasons of the cases not judged, none judged yet
 
 
-def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None) -> CaseRecord | None:
+def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
+           ahead: Callable[[list[Case]], Callable[[], None]] | None = None) -> CaseRecord | None:
     """Run the check's hypothesis search, each case through `pipeline`; the first failing case (as hypothesis
     shrank it), or None.
 
     The search draws at most `max_examples` cases, judged or not (cases hypothesis runs while shrinking a
     failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
-    `on_case`, if given, is called after each case with what the search is doing (its phase)."""
+    `on_case`, if given, is called after each case with what the search is doing (its phase). `ahead`, if given,
+    gets the planned cases before the search runs them (to compile their specializations ahead of use) and returns
+    what to call when the search is over."""
     judge = pipeline.judge
     check, result, options = judge.check, judge.result, judge.options
     settings = hypothesis_settings(options, check.max_examples)
@@ -148,9 +151,12 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None)
         if not record.judged:
             hypothesis.reject()
 
-    wrapped = _hypothesis_test(check, options, settings, test, pipeline.admit, result)
+    if on_case is not None:
+        on_case("planning the boundaries")
+    wrapped, planned_cases = _hypothesis_test(check, options, settings, test, pipeline.admit, result)
     if on_case is not None:
         on_case("searching")
+    stop = ahead(planned_cases) if ahead is not None and planned_cases else None
     try:
         wrapped()
     except _Diverged:
@@ -174,19 +180,22 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None)
             result.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
             return run.found
         raise
+    finally:
+        if stop is not None:
+            stop()
     for reason, n in result.discarded.items():
         result.notes.append(f"{n} case(s) not judged: {reason}")
     return None
 
 
 def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, test: Callable[[Case], None],
-                     admit: Callable[[Case], bool], result: Any) -> Callable[[], None]:
+                     admit: Callable[[Case], bool], result: Any) -> tuple[Callable[[], None], list[Case]]:
     """`test` as the search's hypothesis test: drawing `drawn_cases`, under `settings` with the boundary plan in
     its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id."""
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
     derandomized = settings.derandomize  # (the plan's settings derandomize nothing: they have a database)
-    settings = planned(check, drawn_cases(check, options), settings, options, key, result)
+    settings, cases = planned(check, drawn_cases(check, options), settings, options, key, result)
     wrapped = settings(hypothesis.given(drawn_cases(check, options, admit))(test))
     wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:
@@ -198,4 +207,4 @@ def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, te
     if settings.database is not None:  # (hypothesis.seed drops the database: the plan's is put back)
         wrapped._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]
             wrapped._hypothesis_internal_use_settings, database=settings.database)  # type: ignore[attr-defined]
-    return wrapped
+    return wrapped, cases

@@ -8,7 +8,7 @@ divisibility by 16), with its constexprs and launch options.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core import kernels
@@ -47,10 +47,12 @@ def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
     return key_of(jit, bound.arguments, {k: v for k, v in kwargs.items() if k not in names})
 
 
-def dry_launches(target: Any, case: Case) -> tuple[tuple[LaunchKey, ...] | None, list[LaunchRecord]]:
+def dry_launches(target: Any, case: Case, then: Callable[..., None] | None = None
+                 ) -> tuple[tuple[LaunchKey, ...] | None, list[LaunchRecord]]:
     """Run `target.launch` on CPU copies of the case's inputs with every kernel launch intercepted
     (no kernel runs): the launches' keys (None when they cannot be told: the launch function failed
-    on CPU tensors, or this Triton is too old) and their records."""
+    on CPU tensors, or this Triton is too old) and their records. `then(jit, original, args, grid, kwargs,
+    key)`, if given, sees each launch after it is recorded (key None on a Triton too old to tell it)."""
     keys: list[LaunchKey] = []
     records: list[LaunchRecord] = []
     plan = None
@@ -68,8 +70,11 @@ def dry_launches(target: Any, case: Case) -> tuple[tuple[LaunchKey, ...] | None,
         except Exception:
             g = (0, 0, 0)
         records.append(launch_record(jit, g, args, call, plan, options))
-        if native_specialize_impl is not None:
-            keys.append(launch_key(jit, args, kwargs))
+        key = launch_key(jit, args, kwargs) if native_specialize_impl is not None else None
+        if key is not None:
+            keys.append(key)
+        if then is not None:
+            then(jit, original, args, grid, kwargs, key)
 
     try:
         plan = LaunchPlan(case, "cpu")

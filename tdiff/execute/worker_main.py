@@ -7,6 +7,7 @@ import faulthandler
 import os
 import sys
 from multiprocessing.connection import Connection
+from typing import Any
 
 
 def main() -> None:
@@ -18,7 +19,7 @@ def main() -> None:
 
     from . import wire
     from .backends.run_case import run_case
-    from .workers import spin_until_readable
+    from .workers import Ahead, spin_until_readable
 
     _warm_up()
     spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.execute.workers.spin_seconds
@@ -37,6 +38,12 @@ def main() -> None:
             return
         if job is None:
             return
+        if isinstance(job, str):  # STOP_AHEAD after the compile worker had finished its cases
+            continue
+        if isinstance(job, Ahead):
+            if _ahead(job, conn_in, conn_out) is None:
+                return
+            continue
         outcome, healthy = run_case(job.target, job.spec, job.case)
         outcome.environment = environment
         sys.stdout.flush()
@@ -46,11 +53,40 @@ def main() -> None:
             return
 
 
+def _ahead(job: Any, conn_in: Connection, conn_out: Connection) -> Any:
+    """Compile a check's planned cases ahead of use until the parent says stop; reply with what was done.
+    Returns None where the parent asked this worker to exit meanwhile."""
+    from . import wire
+    from .backends.compile_ahead import compile_ahead
+    from .backends.run_case import resolve
+
+    told: list[Any] = []
+
+    def stop() -> bool:
+        if not told and conn_in.poll(0):
+            try:
+                told.append(wire.loads(conn_in.recv_bytes()))
+            except EOFError:
+                told.append(None)
+        return bool(told)
+
+    try:
+        count = compile_ahead(resolve(job.target), job.cases, stop)
+    except Exception as exc:  # (the check could not be found here): the search compiles everything itself
+        from .backends.compile_ahead import AheadCount
+
+        count = AheadCount(errors=[f"{type(exc).__name__}: {exc}"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    conn_out.send_bytes(wire.dumps((count, True)))
+    return None if told and told[0] is None else True
+
+
 def _warm_up() -> None:
     """Pay the one-time costs (imports, CUDA context) before the first case arrives."""
     import tdiff.execute.interpreter.backend  # noqa: F401  (imports triton and its interpreter)
 
-    if os.environ.get("TDIFF_WORKER") == "gpu":
+    if os.environ.get("TDIFF_WORKER") == "gpu" or os.environ.get("TDIFF_WORKER", "").startswith("compile"):
         import torch
 
         if torch.cuda.is_available():

@@ -8,6 +8,7 @@ replaced on the next request; healthy workers are reused for every case.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -67,6 +68,20 @@ class Job:
     target: Any  # a TargetRef (resolved in the worker) or, in-process, a check
     spec: BackendSpec
     case: Case
+
+
+@dataclass
+class Ahead:
+    """Cases whose specializations a compile worker compiles ahead of use, in order, until told to stop
+    (`Pool.ahead` / `Pool.stop_ahead`)."""
+
+    target: Any
+    cases: list
+    lane: Lane
+
+
+#: what a compile worker is sent when the search no longer needs its compiles
+STOP_AHEAD = "stop-ahead"
 
 
 def _signal_name(code: int) -> str:
@@ -208,6 +223,7 @@ class Pool:
         self.threads = threads
         self.spin = spin_seconds() if spin is None else spin
         self.workers: dict[str, Worker] = {}
+        self.running_ahead: list[Lane] = []  # compile workers working ahead
         self.closed = False
 
     def _env(self, lane: str) -> dict[str, str]:
@@ -226,8 +242,8 @@ class Pool:
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
         env.pop("TRITON_INTERPRET", None)
-        if work != "gpu":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
+        if work != "gpu" and not work.startswith("compile"):
+            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU (compile lanes ask its driver)
         elif self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         return env
@@ -265,6 +281,43 @@ class Pool:
 
     def run(self, job: Job, timeout: float) -> Outcome:
         return self.run_many([job], timeout)[0]
+
+    def ahead(self, jobs: Sequence[Ahead]) -> None:
+        """Start compile workers on their cases; they work beside everything else until `stop_ahead`."""
+        for job in jobs:
+            self.worker(job.lane).submit(job)  # type: ignore[arg-type]
+            self.running_ahead.append(job.lane)
+
+    def stop_ahead(self, timeout: float) -> Any:
+        """Tell the compile workers to stop after the compile they are in; what they did, summed (an
+        `AheadCount`). A worker that does not answer within `timeout` is killed and says so."""
+        from .backends.compile_ahead import AheadCount
+
+        total = AheadCount()
+        lanes, self.running_ahead = self.running_ahead, []
+        for lane in lanes:
+            w = self.workers.get(lane)
+            if w is not None and w.alive:
+                with contextlib.suppress(OSError):
+                    w.conn_out.send_bytes(wire.dumps(STOP_AHEAD))  # type: ignore[union-attr]
+        deadline = time.monotonic() + timeout
+        for lane in lanes:
+            w = self.workers.get(lane)
+            if w is None or w.conn_in is None:
+                continue
+            try:
+                ready = w.conn_in.poll(max(0.0, deadline - time.monotonic()))
+                count, _ = wire.loads(w.conn_in.recv_bytes()) if ready else (None, None)
+            except (EOFError, OSError):
+                count = None
+            if count is None:
+                why = "did not stop in time" if w.alive else "died"
+                total.errors.append(f"compile worker {lane} {why}: {w.output()[-300:]}")
+                w.stop()
+                continue
+            w.output()  # (its log so far is not a case's)
+            total.add(count)
+        return total
 
     def close(self, wait: bool = True) -> None:
         """Stop every worker; with `wait=False`, do not wait for them to exit (a GPU worker's CUDA

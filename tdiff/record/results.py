@@ -3,6 +3,7 @@ read by the plugin, the CLI and `tdiff.verify`."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +53,16 @@ class CheckResult:
     compiles: int = 0
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
+    compile_wait: float = 0.0  # seconds the GPU worker waited for a compile worker's compile (compile_claims)
+    ahead: dict = field(default_factory=dict)  # what the compile workers did (tdiff.execute.ahead)
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
     known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0
+    # where the wall time went: seconds per phase the progress line shows ("searching", "shrinking", ...), and
+    # within cases, the test process waiting on opinions and on reruns, and judging (`CaseJudge`)
+    phases: dict[str, float] = field(default_factory=dict)
+    spent: Counter = field(default_factory=Counter)
+    _phase: tuple[str, float] | None = field(default=None, repr=False, compare=False)
     pair_note: str | None = None  # why these opinions (e.g. no GPU)
     # the tolerances the check declares (its own, not tdiff's: loosened or not), as the summary shows them
     declared: tuple[str, ...] = ()
@@ -88,6 +96,14 @@ class CheckResult:
     @property
     def failures(self) -> list[Divergence]:
         return [d for d in self.divergences if d.verdict.failed]
+
+    def enter(self, phase: str | None) -> None:
+        """Start timing `phase` (None: stop), adding the time since the last call to the phase it ends."""
+        now = time.perf_counter()
+        if self._phase is not None:
+            name, t0 = self._phase
+            self.phases[name] = self.phases.get(name, 0.0) + now - t0
+        self._phase = (phase, now) if phase is not None else None
 
     def caveat(self, kind: str, text: str) -> None:
         self.caveats[kind] += 1

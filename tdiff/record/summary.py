@@ -34,6 +34,8 @@ def record(result: Any) -> dict:
         "compiles": result.compiles,
         "compile_seconds": round(result.compile_seconds, 3),
         "cache_loads": result.cache_loads,
+        "compile_wait": round(result.compile_wait, 3),
+        "ahead": dict(result.ahead),
         "budget_skipped": result.budget_skipped,
         "budget_beyond": result.budget_beyond,
         "spec_classes": list(result.spec_classes),
@@ -43,6 +45,8 @@ def record(result: Any) -> dict:
         "plan_line": result.plan_line,
         "hang_timeout": result.hang_timeout,
         "wall": round(result.wall, 3),
+        "phases": {k: round(v, 3) for k, v in result.phases.items()},
+        "spent": {k: round(v, 3) for k, v in result.spent.items()},
         "replayed": [list(x) for x in result.replayed],
         "other_versions": dict(result.other_versions),
         "search_shrinks": result.search_shrinks,
@@ -118,6 +122,10 @@ def environments(s: dict) -> str:
     return "; environments: " + "; ".join(f"{k}: {v}" for k, v in others.items()) + f"; here: {s.get('here')}"
 
 
+def waited(summaries: list[dict]) -> float:
+    return sum(s.get("compile_wait", 0.0) for s in summaries)
+
+
 def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: bool = True) -> list[str]:
     """The run's totals: checks (with pytest's outcomes, where `labels` gives them), cases, time in each
     backend, compiles; the shims used (unless `shims` is False: the table counts them) and why these opinions."""
@@ -138,6 +146,11 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
             used[k] += v
     t = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(totals.items()))
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
+    ahead = [s["ahead"] for s in summaries if s.get("ahead")]
+    if ahead:
+        comp += (f"; {sum(a['compiles'] for a in ahead)} compiled ahead by compile workers in "
+                 f"{sum(a['compile_seconds'] for a in ahead):.1f}s (the GPU workers waited {waited(summaries):.1f}s "
+                 "for them)")
     if loads:
         comp += f", {loads} loaded from Triton's cache"
     entries = f" and {replayed} corpus entries" if replayed else ""

@@ -17,6 +17,7 @@ from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from ...core.static_ops import dot_kinds
+from .. import compile_claims
 from ..launch_keys import key_of, native_specialize_impl
 from ..plan import LaunchPlan, LiveArgs, capture_returned, deterministic_empty, grid3, launch_record, route_launches
 from .base import Target, error_info
@@ -27,15 +28,41 @@ def _cache_size(jit: JITFunction) -> int:
     return sum(len(entry[0]) for entry in caches.values())
 
 
-def _disk_entries() -> int:
-    """Entries in Triton's on-disk cache (TRITON_CACHE_DIR, default ~/.triton/cache): a real compile
-    adds one; loading a specialization compiled by an earlier run does not."""
-    try:
-        from triton import knobs
+_COMPILES = [0]
 
-        return len(os.listdir(knobs.cache.dir))
-    except (ImportError, AttributeError, OSError):
-        return -1
+
+def real_compiles() -> int:
+    """Compiles this process has run, as opposed to specializations loaded from Triton's on-disk cache: Triton
+    builds a compile's stages (`add_stages` of its backend) only on a cache miss. -1 where the backends could not
+    be counted. (Entries appearing in the cache directory cannot tell it: other processes, a compile worker ahead
+    of the search, write there at the same time.)"""
+    if _COMPILES[0] >= 0 and not getattr(_count_compiles, "done", False):
+        _count_compiles()
+    return _COMPILES[0]
+
+
+def _count_compiles() -> None:
+    _count_compiles.done = True  # type: ignore[attr-defined]
+    try:
+        from triton.backends import backends
+
+        for backend in backends.values():
+            cls = backend.compiler
+            original = cls.__dict__.get("add_stages")
+            if original is None or getattr(original, "tdiff_counted", False):
+                continue
+
+            def add_stages(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                _COMPILES[0] += 1
+                return _original(self, *args, **kwargs)
+
+            add_stages.tdiff_counted = True  # type: ignore[attr-defined]
+            cls.add_stages = add_stages
+    except Exception:  # (a Triton without this registry): compiles cannot be told from loads
+        _COMPILES[0] = -1
+
+
+_claims = compile_claims.Claims() if os.environ.get("TDIFF_CLAIMS", "1") != "0" else None
 
 
 def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JITFunction, original: Any,
@@ -53,16 +80,28 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         outcome.launches.append(launch_record(jit, g, args, call_kwargs, plan, options))
         if native_specialize_impl is not None:  # Triton 3.5+ (before: the keys are not known, as for dry launches)
             outcome.launch_keys = (*(outcome.launch_keys or ()), key_of(jit, bound.arguments, options))
-    before, on_disk = _cache_size(jit), _disk_entries()
+    claim, name = None, None
+    if not warmup and outcome.launch_keys and _claims is not None:
+        name = compile_claims.name_of(jit, outcome.launch_keys[-1])
+        if name in _claims.done:
+            name = None
+        else:  # another process compiling it (a compile worker ahead of the search): wait, then load it
+            outcome.compile_wait += _claims.wait(name)
+            claim = _claims.take(name)
+    before, compiled_before = _cache_size(jit), real_compiles()
     t0 = time.perf_counter()
-    out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
+    try:
+        out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
+    finally:
+        if name is not None:
+            _claims.release(claim, name)
     new = _cache_size(jit) - before
     if new > 0:
         seconds = time.perf_counter() - t0
-        if on_disk >= 0 and _disk_entries() == on_disk:  # loaded from Triton's cache: an earlier run compiled it
-            outcome.cache_loads += new
-        else:
-            outcome.compiles += new
+        compiled = new if compiled_before < 0 else min(new, real_compiles() - compiled_before)
+        outcome.cache_loads += new - compiled  # loaded: an earlier run or a compile worker compiled it
+        if compiled:
+            outcome.compiles += compiled
             outcome.compile_seconds += seconds
     return out
 

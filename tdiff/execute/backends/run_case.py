@@ -23,17 +23,23 @@ def backend_for(spec: BackendSpec) -> Backend:
     return b
 
 
+def resolve(target: Any) -> Any:
+    """The check a worker's target names (a reference with `.resolve()` is resolved once per process)."""
+    if not hasattr(target, "resolve"):
+        return target
+    found = _targets.get(target)
+    if found is None:
+        found = _targets[target] = target.resolve()
+    return found
+
+
 def run_case(target: Any, spec: BackendSpec, case: Case) -> tuple[Outcome, bool]:
     """Run `case` on `spec`; returns the outcome and whether this process is still healthy.
 
     `target` is a check, or a reference with `.resolve()` that finds the check (in workers).
     """
     try:
-        if hasattr(target, "resolve"):
-            ref = target
-            target = _targets.get(ref)
-            if target is None:
-                target = _targets[ref] = ref.resolve()
+        target = resolve(target)
         backend = backend_for(spec)
     except Exception as exc:
         out = Outcome.of(spec)

@@ -64,12 +64,29 @@ class Coverage:
 class Plan:
     choices: list[tuple]
     coverage: Coverage
+    cases: list[Any] = field(default_factory=list)  # what each choice sequence drew, in the same order
+
+    def replay_order(self) -> list[Any]:
+        """The planned cases in the order hypothesis's reuse phase runs them (its database entries, sorted
+        shortlex), which is not the plan's."""
+        from hypothesis.database import choices_to_bytes
+
+        keyed = [(choices_to_bytes(_entry(c)), case) for c, case in zip(self.choices, self.cases)]
+        return [case for _, case in sorted(keyed, key=lambda kv: (len(kv[0]), kv[0]))]
 
 
 @dataclass
 class Drawn:
     choices: tuple
     steering: Steering
+    value: Any = None
+
+
+def _entry(choices: tuple) -> tuple:
+    """A planned case's database entry: one choice more than the case draws (hypothesis takes an entry it
+    replays exactly for one it shrank before and would not shrink it again; a planned case that fails is shrunk
+    like a drawn one)."""
+    return (*choices, 0)
 
 
 def realize(strategy: SearchStrategy, wants: dict[str, Any], seed: int) -> Drawn | None:
@@ -87,11 +104,11 @@ def realize(strategy: SearchStrategy, wants: dict[str, Any], seed: int) -> Drawn
                 lambda _k=kind, _d=delegate, **c: s.primitive(_k, c, _d))
     try:
         with steering(s), _build_context(BuildContext, data):
-            data.draw(strategy)
+            value = data.draw(strategy)
         data.freeze()
     except (StopTest, UnsatisfiedAssumption):
         return None
-    return Drawn(tuple(data.choices), s)
+    return Drawn(tuple(data.choices), s, value)
 
 
 def _build_context(cls: Any, data: Any) -> Any:
@@ -121,6 +138,7 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
     tried: dict[Pair, int] = {}
     unreachable: set[Pair] = set()
     choices: list[tuple] = []
+    cases: list[Any] = []
     seen_choices: set[tuple] = set()
     attempts = 0
     # a size at 1 among ordinary ones, then each other class once over ordinary sizes, then pairs
@@ -161,6 +179,7 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
             if drawn.choices not in seen_choices and (unit or got - covered):
                 seen_choices.add(drawn.choices)
                 choices.append(drawn.choices)
+                cases.append(drawn.value)
                 covered |= got
                 for p in got if left is not None else ():
                     left.pop(p, None)
@@ -175,7 +194,7 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int) -> Plan:
     cov.covered = len(covered & total)
     cov.unreachable = len(unreachable & total - covered)
     cov.missing = [_name(p) for p in sorted(total - covered)[:NAMED]]
-    return Plan(choices, cov)
+    return Plan(choices, cov, cases)
 
 
 def seeded_database(choices: Sequence[tuple], key: bytes, base: Any = None) -> Any:
@@ -185,7 +204,5 @@ def seeded_database(choices: Sequence[tuple], key: bytes, base: Any = None) -> A
 
     mem = InMemoryExampleDatabase()
     for c in choices:
-        # one choice more than the case draws: hypothesis takes an entry it replays exactly for one it shrank
-        # before and would not shrink it again; a planned case that fails is shrunk like a drawn one
-        mem.save(key, choices_to_bytes((*c, 0)))
+        mem.save(key, choices_to_bytes(_entry(c)))
     return mem if base is None else MultiplexedDatabase(mem, base)

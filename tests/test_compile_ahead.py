@@ -1,0 +1,100 @@
+"""Compiling ahead of use (tdiff.execute.ahead): planned cases in the order hypothesis runs them, claims that keep a
+specialization from being compiled twice, and the compile workers' protocol. The compiles themselves need a GPU
+(tests/test_gpu.py)."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import hypothesis
+import torch
+from hypothesis import Phase
+
+from tdiff.core.backend_spec import Lane
+from tdiff.core.case import Case
+from tdiff.core.settings import RunOptions
+from tdiff.drive.pipeline import drawn_cases
+from tdiff.execute import ahead
+from tdiff.execute.compile_claims import Claims
+from tdiff.execute.workers import Ahead, Pool
+from tdiff.generate.plan import boundary_plan, seeded_database
+from tdiff.strategies import tensor_arg
+from tests import kernels as K
+
+
+def test_planned_cases_come_in_the_order_hypothesis_runs_them():
+    check = K.masked_tail_bug.__tdiff_checks__[0]
+    strategy = drawn_cases(check, RunOptions())
+    plan = boundary_plan(strategy, 12, seed=3)
+    assert len(plan.cases) == len(plan.choices) >= 4
+    key = b"tdiff-test-order"
+    seen = []
+
+    @hypothesis.settings(database=seeded_database(plan.choices, key), phases=[Phase.reuse], max_examples=100,
+                         deadline=None)
+    @hypothesis.given(strategy)
+    def run(case):
+        seen.append(case.describe())
+
+    run._hypothesis_internal_database_key = key
+    run()
+    order = [c.describe() for c in plan.replay_order()]
+    assert seen == order
+    assert order != [c.describe() for c in plan.cases]  # (the plan's own order is another one)
+
+
+def test_a_layout_goes_to_one_compile_worker_and_the_last_cases_first():
+    cases = [Case({"x": tensor_arg(torch.zeros(n))}) for n in (1, 2, 2, 3, 4, 5)]
+    jobs = ahead.jobs("target", cases, 2)
+    assert [[c.inputs["x"].shape[0] for c in j.cases] for j in jobs] == [[5, 3, 1], [4, 2]]
+    assert [j.lane for j in jobs] == [Lane("compile0"), Lane("compile1")]
+    assert len(ahead.jobs("target", cases[:1], 3)) == 1  # no idle workers started
+
+
+def test_a_claim_holds_a_specialization_for_one_process(tmp_path):
+    mine, theirs = Claims(tmp_path), Claims(tmp_path)
+    held = mine.take("k")
+    assert held is not None and theirs.take("k") is None
+    t0 = time.perf_counter()
+    threading.Timer(0.2, mine.release, (held, "k")).start()
+    waited = theirs.wait("k")
+    assert 0.15 < waited < 5 and time.perf_counter() - t0 < 5
+    assert "k" in mine.done and theirs.take("k") is not None  # free again once released
+    assert theirs.wait("nothing") < 0.1
+
+
+def test_a_claim_whose_process_died_is_taken_over(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "k").write_text(dead.stdout.strip())
+    claims = Claims(tmp_path)
+    assert claims.wait("k") < 1.0  # not waited on
+    assert claims.take("k") is not None and (tmp_path / "k").read_text() == str(os.getpid())
+
+
+def _finished(pool, lane, seconds=60):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not pool.workers[lane].conn_in.poll(0.1):
+        pass
+
+
+def test_compile_workers_stop_when_told_and_serve_the_next_check():
+    ref = K.slow_launch_double.__tdiff_checks__[0].ref()
+    cases = [Case({"x": tensor_arg(torch.ones(n + 1))}) for n in range(100)]  # 0.05 s each: 5 s in all
+    lane = Lane("compile0")
+    pool = Pool()
+    try:
+        pool.ahead([Ahead(ref, cases[:3], lane)])
+        _finished(pool, lane)
+        first = pool.stop_ahead(timeout=30)  # (the stop comes after the worker went through its cases)
+        assert not first.stopped and first.cases == 3, first
+        # two specializations (n equal to 1, and other): compiled, or without a GPU each one's error, never neither
+        assert len(first.errors) + first.compiles + first.loads + first.taken == 2, first
+        pool.ahead([Ahead(ref, cases, lane)])  # the same worker, past its stale stop
+        time.sleep(0.5)
+        second = pool.stop_ahead(timeout=30)
+        assert second.stopped and 0 < second.cases < 100, second
+        assert pool.workers[lane].starts == 1  # never restarted
+    finally:
+        pool.close()

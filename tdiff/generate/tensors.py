@@ -125,7 +125,7 @@ class TensorStrategy:
     def fill(self, draw: st.DrawFn, skeleton: TensorArg) -> TensorArg:
         """The skeleton with values drawn for its view's elements (written into its storage)."""
         dt, storage = skeleton.dt, skeleton.storage
-        where = np.unique(skeleton.view_index().reshape(-1))
+        where = view_positions(skeleton)
         with steer.point("values"):
             vals, specials = values_of(draw, int(where.size), dt, self.values, rows_of(skeleton, where))
         storage[where] = vals
@@ -147,6 +147,14 @@ def _planned_choice(draw: st.DrawFn, name: str, options: tuple[str, ...]) -> str
         value = draw(choice(options))
         steer.saw(name, value)
         return value
+
+
+def view_positions(arg: TensorArg) -> np.ndarray:
+    """The storage positions of the view's elements, sorted, each once (`np.unique` of the view's index, in
+    linear time: numpy's hash-based unique took 0.4 s on a 65,536-element view)."""
+    held = np.zeros(arg.storage.size, bool)
+    held[arg.view_index().reshape(-1)] = True
+    return np.flatnonzero(held)
 
 
 def rows_of(arg: TensorArg, where: np.ndarray) -> np.ndarray | None:

@@ -98,3 +98,18 @@ def test_compile_workers_stop_when_told_and_serve_the_next_check():
         assert pool.workers[lane].starts == 1  # never restarted
     finally:
         pool.close()
+
+
+def test_the_totals_line_counts_what_was_compiled_ahead():
+    from tdiff.record.results import CheckResult
+    from tdiff.record.summary import record, total_lines
+
+    r = CheckResult("m::k[tdiff]", "k[tdiff]", ("compiled", "interpreter"), compiles=3, compile_seconds=0.6,
+                    cache_loads=12, compile_wait=0.25)
+    r.ahead = {"workers": 2, "cases": 15, "done": 15, "compiles": 12, "compile_seconds": 0.85, "loads": 0,
+               "taken": 1, "stopped": False, "wall": 8.0, "errors": []}
+    line = total_lines([record(r)])[0]
+    assert "3 specializations compiled in 0.6s; 12 compiled ahead by compile workers in 0.8s (the GPU workers " \
+           "waited 0.2s for them), 12 loaded from Triton's cache" in line, line
+    r.ahead = {}
+    assert "compiled ahead" not in total_lines([record(r)])[0]

@@ -113,3 +113,24 @@ def test_the_totals_line_counts_what_was_compiled_ahead():
            "waited 0.2s for them), 12 loaded from Triton's cache" in line, line
     r.ahead = {}
     assert "compiled ahead" not in total_lines([record(r)])[0]
+
+
+def test_compile_workers_only_for_the_plain_compiled_opinion(monkeypatch):
+    from tdiff.drive import runner as R
+
+    monkeypatch.setattr(R, "gpu_available", lambda: True)
+    check = K.masked_tail_bug.__tdiff_checks__[0]
+    pool = Pool()  # (no worker starts: none is asked for)
+    try:
+        for backends, ahead_option, want in ((("compiled", "interpreter"), 3, 3),
+                                             (("compiled[num_warps=2]", "interpreter"), 3, 0),
+                                             (("interpreter",), 3, 0),
+                                             (("compiled", "interpreter"), 0, 0)):
+            r = R.Runner(RunOptions(backends=backends, compile_ahead=ahead_option), executor=pool)
+            assert r.ahead_workers(r.judge(check, r.new_result(check))) == want, backends
+        r = R.Runner(RunOptions(backends=("compiled", "interpreter")), executor=pool)
+        assert r.ahead_workers(r.judge(check, r.new_result(check))) == ahead.auto_workers() >= 1
+        monkeypatch.setattr(R, "gpu_available", lambda: False)
+        assert r.ahead_workers(r.judge(check, r.new_result(check))) == 0
+    finally:
+        pool.close()

@@ -160,9 +160,9 @@ class Runner:
         n = self.options.compile_ahead
         if n == 0 or not isinstance(self.executor, Pool) or not gpu_available():
             return 0
-        if not any(s.kind == "compiled" and not s.stage and not s.ir and s.python is None
-                   for s in judge.opinions.backends):
-            return 0
+        if not any(s.kind == "compiled" and not s.stage and not s.ir and s.python is None and not s.launch
+                   and s.config is None for s in judge.opinions.backends):
+            return 0  # (a compile worker compiles the case's own launches: a variant's would go unused)
         return ahead.auto_workers() if n is None else n
 
     def compile_ahead(self, judge: CaseJudge, n: int) -> Any:
@@ -171,7 +171,12 @@ class Runner:
 
         def start(cases: list[Case]) -> Any:
             jobs = ahead.jobs(judge.target(), cases, n)
-            self.executor.ahead(jobs)
+            try:
+                self.executor.ahead(jobs)
+            except Exception as exc:  # the search goes on, its GPU worker compiling everything itself
+                judge.result.notes.append(f"compile workers not started ({type(exc).__name__}: {exc}): the GPU "
+                                          "worker compiled every specialization itself")
+                return lambda: None
             t0 = time.perf_counter()
 
             def stop() -> None:

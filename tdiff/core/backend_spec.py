@@ -203,6 +203,11 @@ class Lane(str):
     def __reduce__(self) -> tuple:
         return Lane, (self.work, self.python)
 
+    @property
+    def sees_gpu(self) -> bool:
+        """Whether its worker may use the GPU: the GPU lane, and compile lanes (which ask the GPU's driver)."""
+        return self.work == "gpu" or self.work.startswith("compile")
+
 
 #: launch options a compiled variant may set: as written in a spec -> as Triton's launch takes them
 VARIANT_OPTIONS = {"num_warps": "num_warps", "num_stages": "num_stages", "num_ctas": "num_ctas",

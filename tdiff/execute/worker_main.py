@@ -86,7 +86,9 @@ def _warm_up() -> None:
     """Pay the one-time costs (imports, CUDA context) before the first case arrives."""
     import tdiff.execute.interpreter.backend  # noqa: F401  (imports triton and its interpreter)
 
-    if os.environ.get("TDIFF_WORKER") == "gpu" or os.environ.get("TDIFF_WORKER", "").startswith("compile"):
+    from ..core.backend_spec import Lane
+
+    if Lane(os.environ.get("TDIFF_WORKER", "")).sees_gpu:
         import torch
 
         if torch.cuda.is_available():

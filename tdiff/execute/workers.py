@@ -242,8 +242,8 @@ class Pool:
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         env["TDIFF_SPIN_MS"] = repr(self.spin * 1e3)
         env.pop("TRITON_INTERPRET", None)
-        if work != "gpu" and not work.startswith("compile"):
-            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU (compile lanes ask its driver)
+        if not own.sees_gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # CPU lanes never touch a GPU
         elif self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
         return env

@@ -11,7 +11,6 @@ a second time.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from ...core.case import Case
 from .. import compile_claims
 from ..launch_keys import dry_launches
-from .compiled import _cache_size, real_compiles
+from .compiled import counted
 
 _claims = compile_claims.Claims()
 
@@ -59,21 +58,19 @@ def compile_case(target: Any, case: Case, count: AheadCount) -> None:
             if claim is None:
                 count.taken += 1
                 return
-        before, compiled_before, t0 = _cache_size(jit), real_compiles(), time.perf_counter()
         try:
-            original(jit, *args, grid=grid, warmup=True, **kwargs)
+            _, compiled, loaded, seconds = counted(
+                jit, lambda: original(jit, *args, grid=grid, warmup=True, **kwargs))
         except Exception as exc:  # the real launch fails the same way, and reports it
             count.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
             return
         finally:
             if name is not None:
                 _claims.release(claim, name)
-        new = _cache_size(jit) - before
-        compiled = new if compiled_before < 0 else min(new, real_compiles() - compiled_before)
-        count.loads += new - compiled
+        count.loads += loaded
         if compiled:
             count.compiles += compiled
-            count.seconds += time.perf_counter() - t0
+            count.seconds += seconds
 
     dry_launches(target, case, then=warm)
     count.cases += 1

@@ -62,6 +62,17 @@ def _count_compiles() -> None:
         _COMPILES[0] = -1
 
 
+def counted(jit: JITFunction, call: Any) -> tuple[Any, int, int, float]:
+    """Run `call()` (a launch of `jit`, or its warmup): what it returned, the specializations it compiled here and
+    those it loaded from Triton's on-disk cache (an earlier run or another process compiled them), and its
+    seconds."""
+    before, compiled_before, t0 = _cache_size(jit), real_compiles(), time.perf_counter()
+    out = call()
+    new = _cache_size(jit) - before
+    compiled = new if compiled_before < 0 else min(new, real_compiles() - compiled_before)
+    return out, compiled, new - compiled, time.perf_counter() - t0
+
+
 _claims = compile_claims.Claims() if os.environ.get("TDIFF_CLAIMS", "1") != "0" else None
 
 
@@ -88,21 +99,16 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         else:  # another process compiling it (a compile worker ahead of the search): wait, then load it
             outcome.compile_wait += _claims.wait(name)
             claim = _claims.take(name)
-    before, compiled_before = _cache_size(jit), real_compiles()
-    t0 = time.perf_counter()
     try:
-        out = original(jit, *args, grid=grid, warmup=warmup, **kwargs)
+        out, compiled, loaded, seconds = counted(
+            jit, lambda: original(jit, *args, grid=grid, warmup=warmup, **kwargs))
     finally:
         if name is not None:
             _claims.release(claim, name)
-    new = _cache_size(jit) - before
-    if new > 0:
-        seconds = time.perf_counter() - t0
-        compiled = new if compiled_before < 0 else min(new, real_compiles() - compiled_before)
-        outcome.cache_loads += new - compiled  # loaded: an earlier run or a compile worker compiled it
-        if compiled:
-            outcome.compiles += compiled
-            outcome.compile_seconds += seconds
+    outcome.cache_loads += loaded
+    if compiled:
+        outcome.compiles += compiled
+        outcome.compile_seconds += seconds
     return out
 
 

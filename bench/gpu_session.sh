@@ -200,15 +200,37 @@ step_where() {  # the main job on a fresh Triton cache (as a fresh machine runs 
     local t0=$SECONDS tag=${TAG:-now} dir=${DIR:-.} vm
     export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
     vmstat 1 > "$OUT/vmstat_$tag.log" & vm=$!
+    local start; start=$(date +%s.%N)
     (cd "$dir" && rm -rf .tdiff .hypothesis && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 \
-        -p no:cacheprovider --tdiff-json "$OUT/where_$tag.json" ${ARGS:-} > "$OUT/where_$tag.txt" 2>&1)
+        -p no:cacheprovider --tdiff-json "$OUT/where_$tag.json" ${ARGS:-} > "$OUT/where_$tag.txt" 2>&1; \
+        rc=$?; times > "$OUT/times_$tag.txt"; exit $rc)
     local rc=$?
     kill $vm
     summary "main job $tag (fresh cache): exit $rc, $((SECONDS - t0)) s; $(tail -1 "$OUT/where_$tag.txt")"
-    $PY bench/wall_profile.py "$OUT/where_$tag.json" --vmstat "$OUT/vmstat_$tag.log" --top 25 > "$OUT/where_$tag.md" 2>&1
-    summary "$(sed -n 2,7p "$OUT/where_$tag.md")"
+    summary "CPU time of the run's waited-for processes (user, system): $(tail -1 "$OUT/times_$tag.txt")"
+    $PY bench/launcher_cost.py --cache "$TRITON_CACHE_DIR" > "$OUT/launchers_$tag.txt" 2>&1
+    summary "$(cat "$OUT/launchers_$tag.txt")"
+    $PY bench/wall_profile.py "$OUT/where_$tag.json" --vmstat "$OUT/vmstat_$tag.log" --top 25 --run-start "$start" \
+        > "$OUT/where_$tag.md" 2>&1
+    summary "$(sed -n 1,9p "$OUT/where_$tag.md")"
     $PY bench/wall_profile.py "$OUT/where_$tag.json" --only suites.liger,suites.flaggems --top 0 > "$OUT/real_$tag.md" 2>&1
     summary "real suites within it: $(sed -n 1,7p "$OUT/real_$tag.md" | tr '\n' ' ')"
+}
+
+step_cpu_roles() {  # the main job on a fresh Triton cache, its CPU time by kind of process (bench/cpu_by_process.py)
+    local t0=$SECONDS tag=${TAG:-now}
+    export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
+    rm -rf .tdiff .hypothesis
+    $PY bench/cpu_by_process.py --interval 0.25 --json "$OUT/cpu_roles_$tag.json" -- $PY -m pytest -p tdiff.plugin \
+        --tdiff suites -n 8 -p no:cacheprovider --tdiff-json "$OUT/roles_where_$tag.json" ${ARGS:-} \
+        > "$OUT/cpu_roles_$tag.txt" 2>&1
+    summary "main job $tag, CPU by process: exit $?, $((SECONDS - t0)) s; $(tail -14 "$OUT/cpu_roles_$tag.txt")"
+}
+
+step_collect() {  # how long the test processes take to start and collect the suites (no check runs)
+    local t0=$SECONDS
+    $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider --collect-only -q > "$OUT/collect.txt" 2>&1
+    summary "collect only, -n 8: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/collect.txt")"
 }
 
 step_ahead_test() {  # the compile-ahead GPU test (each binary compiled once across the GPU and compile workers)

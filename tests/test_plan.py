@@ -89,6 +89,62 @@ def test_the_pair_index_grows_as_points_are_learnt_and_rows_are_the_same_from_it
             next_row(points, all_pairs(points) - done, random.Random(seed))
 
 
+def _row_by_definition(points, left, rng, candidates=8):
+    """`next_row` as its docstring defines it: each point's class by the weight of the missing pairs it makes
+    with the row so far, the row's worth the weight of all the missing pairs it holds (summed pair by pair)."""
+
+    def pair(a, b):
+        return (a, b) if a <= b else (b, a)
+
+    top = max(left.values())
+    heaviest = [p for p, w in left.items() if w == top]
+    best = None
+    keys = sorted(points)
+    for _ in range(candidates):
+        seed = heaviest[rng.randrange(len(heaviest))]
+        row = {seed[0][0]: seed[0][1], seed[1][0]: seed[1][1]}
+        slots = {points[k].slot for k in row}
+        order = [k for k in keys if k not in row]
+        rng.shuffle(order)
+        for k in order:
+            if points[k].slot in slots:
+                continue
+            scores = [(sum(left.get(pair((k, c), h), 0) for h in row.items()), c in points[k].nominal, rng.random(), c)
+                      for c in points[k].names()]
+            row[k] = max(scores)[3]
+            slots.add(points[k].slot)
+        cells = sorted(row.items())
+        gain = sum(left.get(pair(a, b), 0) for i, a in enumerate(cells) for b in cells[i + 1:])
+        if best is None or gain > best[0]:
+            best = (gain, row, seed)
+    return best[1], best[2]
+
+
+def test_rows_from_missing_pairs_kept_in_step_are_the_rows_by_definition():
+    # `Missing` keeps each cell's missing partners as rows pop the pairs they cover; the rows, and so the plans,
+    # are those of the plain definition at every step
+    import random
+
+    from tdiff.generate.plan.classes import Klass, Point
+    from tdiff.generate.plan.covering import PairIndex, missing_pairs, pairs_of
+
+    def point(k, n, slot=None, w=2):
+        return Point(k, tuple(Klass(str(i), (i,)) for i in range(n)), slot or k, weight=w, nominal=("0",))
+
+    points = {k: point(k, 2 + i % 4, w=1 + i % 2) for i, k in enumerate("abcdefghij")}
+    points["k"] = point("k", 3, slot="b")
+    left = missing_pairs(PairIndex(points), set())
+    rows = 0
+    while left and rows < 25:
+        seed = 1000 + rows
+        row, aim = next_row(points, left, random.Random(seed))
+        assert (row, aim) == _row_by_definition(points, dict(left), random.Random(seed))
+        for p in pairs_of(row, points):
+            left.pop(p, None)
+        rows += 1
+    assert rows > 10
+
+
 def _opts(tmp_path, plan, examples=None):
     return tdiff.RunOptions(profile="ci", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out",
                             isolation="none", shrink_budget=20, plan=plan, max_examples=examples)

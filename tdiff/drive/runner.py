@@ -106,6 +106,7 @@ class Runner:
         once, at the end, from what the run found (`decide_status`)."""
         t0 = time.perf_counter()
         result = self.new_result(check)
+        result.started, result.pid = time.time(), os.getpid()
         judge = self.judge(check, result)
         self.check_environments(judge)
         ahead_workers = self.ahead_workers(judge)

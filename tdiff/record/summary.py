@@ -45,6 +45,8 @@ def record(result: Any) -> dict:
         "plan_line": result.plan_line,
         "hang_timeout": result.hang_timeout,
         "wall": round(result.wall, 3),
+        "started": result.started,
+        "pid": result.pid,
         "phases": {k: round(v, 3) for k, v in result.phases.items()},
         "spent": {k: round(v, 3) for k, v in result.spent.items()},
         "replayed": [list(x) for x in result.replayed],

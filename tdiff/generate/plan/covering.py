@@ -127,30 +127,55 @@ class PairIndex:
         self.keys = frozenset(points)
 
 
-def missing_pairs(index: PairIndex, done: set[Pair]) -> dict[Pair, int]:
+class Missing(dict):
+    """Pairs -> weight, in sorted order, that no row has covered yet; also each cell's missing partners, kept in
+    step as pairs are popped, so that `next_row` adds up a class's gain with one set intersection per class."""
+
+    def __init__(self, weights: Iterable[tuple[Pair, int]] = ()) -> None:
+        super().__init__(weights)
+        self.partners: dict[Cell, dict[Cell, int]] = {}
+        for (a, b), w in self.items():
+            self.partners.setdefault(a, {})[b] = w
+            self.partners.setdefault(b, {})[a] = w
+
+    def pop(self, pair: Pair, *default: int) -> int:  # type: ignore[override]
+        if pair in self:
+            a, b = pair
+            del self.partners[a][b]
+            del self.partners[b][a]
+        return super().pop(pair, *default)
+
+
+def missing_pairs(index: PairIndex, done: set[Pair]) -> Missing:
     """The index's pairs not in `done`, with their weights, in sorted order (what `next_row` takes: kept up to
     date by popping the pairs a row covers, it stays sorted)."""
-    return {p: index.weights[p] for p in index.order if p not in done}
+    return Missing((p, index.weights[p]) for p in index.order if p not in done)
 
 
 def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.Random,
              candidates: int = 8) -> tuple[dict[str, str], Pair] | None:
     """The class of each point for the next row, and the pair it was built around (one of the heaviest
     missing); None when none is missing. A row's worth is the weight of the missing pairs it holds. `missing`:
-    pairs, or (as `missing_pairs` gives them) a dict of pair -> weight in sorted order."""
-    if isinstance(missing, dict):
+    pairs, or (as `missing_pairs` gives them) a `Missing` of pair -> weight in sorted order."""
+    if isinstance(missing, Missing):
         left = missing
+    elif isinstance(missing, dict):
+        left = Missing(missing.items())
     else:
-        left = {p: weight(p, points) for p in sorted(missing)}
+        left = Missing((p, weight(p, points)) for p in sorted(missing))
     if not left:
         return None
     top = max(left.values())
     heaviest = [p for p, w in left.items() if w == top]  # (sorted, as `left` is)
+    partners = left.partners
+    none: dict[Cell, int] = {}
     best: tuple[int, dict[str, str], Pair] | None = None
     keys = sorted(points)
     for _ in range(candidates):
         seed = heaviest[rng.randrange(len(heaviest))]
         row = {seed[0][0]: seed[0][1], seed[1][0]: seed[1][1]}
+        cells = set(row.items())
+        gain = left.get(seed, 0)  # the missing pairs the row holds: each counted when its second cell joins
         slots = {points[k].slot for k in row}
         order = [k for k in keys if k not in row]
         rng.shuffle(order)
@@ -159,12 +184,13 @@ def next_row(points: Mapping[str, Point], missing: Iterable[Pair], rng: random.R
                 continue
             scores = []
             for c in points[k].names():
-                gain = sum(left.get(_pair((k, c), h), 0) for h in row.items())
-                scores.append((gain, c in points[k].nominal, rng.random(), c))
-            row[k] = max(scores)[3]
+                mates = partners.get((k, c), none)
+                scores.append((sum(mates[h] for h in mates.keys() & cells), c in points[k].nominal, rng.random(), c))
+            top_score = max(scores)
+            row[k] = top_score[3]
+            gain += top_score[0]
+            cells.add((k, top_score[3]))
             slots.add(points[k].slot)
-        cells = sorted(row.items())
-        gain = sum(left.get(_pair(a, b), 0) for i, a in enumerate(cells) for b in cells[i + 1:])
         if best is None or gain > best[0]:
             best = (gain, row, seed)
     assert best is not None

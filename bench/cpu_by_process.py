@@ -56,7 +56,7 @@ def _role(pid: int) -> str:
     cmd = _read(f"/proc/{pid}/cmdline").split("\0")
     env = dict(kv.split("=", 1) for kv in _read(f"/proc/{pid}/environ").split("\0") if "=" in kv)
     work = env.get("TDIFF_WORKER")
-    if work:
+    if work and "python" in os.path.basename(cmd[0]):  # (its children, ptxas and the C compiler, inherit it)
         return "tdiff lane " + work.rstrip("0123456789")
     text = " ".join(cmd)
     if "sys.stdin.readline" in text:

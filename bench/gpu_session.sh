@@ -9,6 +9,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 PY=python
 summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+since() { python3 -c "import time; print(round(time.time() - $1, 2))"; }
 
 setup() {
     local tag
@@ -231,6 +232,20 @@ step_collect() {  # how long the test processes take to start and collect the su
     local t0=$SECONDS
     $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider --collect-only -q > "$OUT/collect.txt" 2>&1
     summary "collect only, -n 8: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/collect.txt")"
+}
+
+step_imports() {  # what one process's imports cost here (a test process collects the suites; each lane imports)
+    local t0
+    for mod in "torch" "triton" "tdiff.plugin" "suites.liger.softmax" "suites.flaggems.bmm" "suites"; do
+        t0=$(date +%s.%N)
+        $PY -X importtime -c "import torch, triton, tdiff.plugin; import $mod" 2> "$OUT/importtime.txt" >/dev/null
+        summary "import $mod (after torch, triton, tdiff.plugin): $(sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -1 | \
+            cut -c1-120); whole process $(since "$t0") s"
+    done
+    t0=$(date +%s.%N)
+    $PY -c "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
+    summary "a CUDA context: process $(since "$t0") s"
+    sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -25 > "$OUT/importtime_top.txt"
 }
 
 step_ahead_test() {  # the compile-ahead GPU test (each binary compiled once across the GPU and compile workers)

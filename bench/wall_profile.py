@@ -80,6 +80,8 @@ def profile(data: dict, top: int = 15, only: tuple[str, ...] = (), workers: int 
            f"{1e3 * t['compile_seconds'] / max(t['compiles'], 1):.0f} ms each), {loads} loaded from Triton's cache",
            f"compile workers: {sum(a.get('compiles', 0) for a in ahead)} specializations in "
            f"{sum(a.get('compile_seconds', 0.0) for a in ahead):.1f} s for {sum(bool(a) for a in ahead)} checks, "
+           f"{sum(a.get('launchers', 0) for a in ahead)} launchers built in "
+           f"{sum(a.get('launcher_seconds', 0.0) for a in ahead):.1f} s, "
            f"{sum(a.get('taken', 0) for a in ahead)} skipped as taken, {sum(a.get('done', 0) for a in ahead)} of "
            f"{sum(a.get('cases', 0) for a in ahead)} planned layouts gone through"]
     if top <= 0:

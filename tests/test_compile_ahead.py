@@ -134,3 +134,22 @@ def test_compile_workers_only_for_the_plain_compiled_opinion(monkeypatch):
         assert r.ahead_workers(r.judge(check, r.new_result(check))) == 0
     finally:
         pool.close()
+
+
+def test_a_compiled_kernel_s_launcher_is_built_through_triton_s_driver(monkeypatch):
+    # the launcher a kernel's first launch builds (Triton's driver.active.launcher_cls), built ahead; nothing for
+    # what is not a compiled kernel, or a driver without such launchers
+    from types import SimpleNamespace
+
+    from triton.runtime import driver
+
+    from tdiff.execute.backends.compile_ahead import build_launcher
+
+    built = []
+    fake = SimpleNamespace(launcher_cls=lambda src, metadata: built.append((src, metadata)))
+    monkeypatch.setattr(type(driver), "active", property(lambda self: fake))
+    kernel = SimpleNamespace(src="the source", metadata="the metadata")
+    assert build_launcher(kernel) and built == [("the source", "the metadata")]
+    assert not build_launcher(None) and not build_launcher(SimpleNamespace(src=None, metadata=1)) and len(built) == 1
+    del fake.launcher_cls
+    assert not build_launcher(kernel) and len(built) == 1

@@ -299,6 +299,12 @@ def test_compiling_ahead_compiles_each_binary_once_across_workers(tmp_path, monk
     assert a["workers"] == 2 and a["compiles"] > 0 and not a["errors"], a
     assert shared.compiles + a["compiles"] == alone.compiles and shared.cache_loads == a["compiles"]
 
+    def launchers(cache: str) -> list[str]:  # (each in a folder named by the hash of its C source)
+        return sorted(p.parent.name for p in (tmp_path / cache).rglob("__triton_launcher*"))
+
+    # the compile workers built launchers, the very ones the GPU worker's launches need: each built once
+    assert a["launchers"] > 0 and launchers("triton-cache-2") == launchers("triton-cache-0"), a
+
 
 @pytest.mark.parametrize("kernel,verdict_kind", [(H.row_sum_no_other, "values"), (H.gather_unmasked_index, "oob")],
                          ids=["sum", "index"])

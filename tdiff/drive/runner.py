@@ -185,6 +185,8 @@ class Runner:
                 judge.result.ahead = {"workers": len(jobs), "cases": sum(len(j.cases) for j in jobs),
                                       "done": count.cases, "compiles": count.compiles,
                                       "compile_seconds": round(count.seconds, 3), "loads": count.loads,
+                                      "launchers": count.launchers,
+                                      "launcher_seconds": round(count.launcher_seconds, 3),
                                       "taken": count.taken, "stopped": count.stopped,
                                       "wall": round(time.perf_counter() - t0, 3), "errors": count.errors[:3]}
 

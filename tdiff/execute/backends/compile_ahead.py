@@ -6,11 +6,13 @@ each launch goes to Triton's JIT with `warmup=True`, which binds and specializes
 does (pointer alignment comes from the same copies the dry launch classifies) and compiles, launching nothing.
 A specialization another process has claimed (`compile_claims`: the GPU worker compiling it, another compile
 worker) is skipped; one this worker compiles is claimed, so the GPU worker waits for it instead of compiling it
-a second time.
+a second time. Under the same claim it builds the kernel's C launcher (Triton builds one per signature at a
+kernel's first launch, and caches it on disk as it does kernels), so the GPU worker's first launch loads that too.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +33,8 @@ class AheadCount:
     compiles: int = 0  # specializations it compiled
     seconds: float = 0.0  # in those compiles
     loads: int = 0  # found in Triton's cache (compiled by an earlier run)
+    launchers: int = 0  # Triton's C launchers for them, built (or found in Triton's cache) here
+    launcher_seconds: float = 0.0
     taken: int = 0  # skipped: another process was compiling them or had compiled them
     stopped: bool = False  # told to stop before it went through every case
     errors: list[str] = field(default_factory=list)
@@ -40,6 +44,8 @@ class AheadCount:
         self.compiles += other.compiles
         self.seconds += other.seconds
         self.loads += other.loads
+        self.launchers += other.launchers
+        self.launcher_seconds += other.launcher_seconds
         self.taken += other.taken
         self.stopped = self.stopped or other.stopped
         self.errors += other.errors
@@ -59,8 +65,12 @@ def compile_case(target: Any, case: Case, count: AheadCount) -> None:
                 count.taken += 1
                 return
         try:
-            _, compiled, loaded, seconds = counted(
+            kernel, compiled, loaded, seconds = counted(
                 jit, lambda: original(jit, *args, grid=grid, warmup=True, **kwargs))
+            t0 = time.perf_counter()
+            if build_launcher(kernel):  # (under the claim: a GPU worker waiting for it needs the launcher too)
+                count.launchers += 1
+                count.launcher_seconds += time.perf_counter() - t0
         except Exception as exc:  # the real launch fails the same way, and reports it
             count.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
             return
@@ -74,6 +84,21 @@ def compile_case(target: Any, case: Case, count: AheadCount) -> None:
 
     dry_launches(target, case, then=warm)
     count.cases += 1
+
+
+def build_launcher(kernel: Any) -> bool:
+    """Build the C launcher a compiled kernel's first launch builds (Triton's CUDA driver compiles one per
+    signature with the C compiler, about 0.25 s, and keeps it in its on-disk cache, where the GPU worker's launch
+    then finds it). False where this Triton or backend has no such launcher, or the kernel is not a compiled one."""
+    if getattr(kernel, "src", None) is None or getattr(kernel, "metadata", None) is None:
+        return False
+    from triton.runtime import driver
+
+    make = getattr(driver.active, "launcher_cls", None)
+    if make is None:
+        return False
+    make(kernel.src, kernel.metadata)
+    return True
 
 
 def compile_ahead(target: Any, cases: list[Case], stop: Callable[[], bool]) -> AheadCount:

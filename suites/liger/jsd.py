@@ -94,7 +94,13 @@ def reference(_input, target, shift_labels, beta):
     return loss.float(), dX.to(_input.dtype)
 
 
-tdiff.check(launch=launch, reference=reference, name="forward", inputs=inputs())(lib._jsd_kernel)
+# FINDINGS.md, "Observation: liger JSD at 0 < beta < 1 rounds log(M) of a nearly equal pair by one float32 ulp of 1":
+# where log-probabilities near 0 nearly agree (probabilities near 1), log_M = max + log(M_shifted) keeps an absolute
+# rounding of about 6e-8 that a float32 logaddexp does not; the random-rounding ensemble then judges such elements
+# `numerically unstable` at 3-4x the problem's own movement (4 of 6 dev-profile seeds on the CPU). `forward` declares
+# one float32 ulp of 1 of absolute error on the loss, beside the rtol and dataflow scale tdiff derives for this kernel
+LOG_M_ULP = {"returned[0]": tdiff.Tolerance(rtol=1e-4, atol=2.0 ** -23, scale=1e-4, name="log_M's ulp of 1")}
+tdiff.check(launch=launch, reference=reference, name="forward", inputs=inputs(), tolerances=LOG_M_ULP)(lib._jsd_kernel)
 
 
 ZERO_BLOCK_FINDING = ("liger 22: at beta 0 (1) each 4096-wide block shifts by its own max of the target (input) "

@@ -101,20 +101,18 @@ def weight(pair: Pair, points: Mapping[str, Point]) -> int:
 
 class PairIndex:
     """Every pair of `points` (`all_pairs`) in sorted order, with its weight: made once for the points a plan
-    knows, and again only when a draw teaches it a new point (a plan of 150 points holds 10^5 pairs)."""
+    knows, and grown only when a draw teaches it a new point (a plan of 150 points holds 10^5 pairs)."""
 
-    def __init__(self, points: Mapping[str, Point], keys: frozenset[str] = frozenset(),
-                 weights: dict[Pair, int] | None = None, order: list[Pair] | None = None) -> None:
-        self.keys = keys
-        self.weights = weights or {}
-        self.order = order or []
+    def __init__(self, points: Mapping[str, Point]) -> None:
+        self.keys: frozenset[str] = frozenset()
+        self.weights: dict[Pair, int] = {}
+        self.order: list[Pair] = []
         self._grow(points)
 
     def current(self, points: Mapping[str, Point]) -> PairIndex:
-        """This index, or a new one where `points` has points it lacks (its pairs merged in)."""
-        if self.keys == points.keys():
-            return self
-        return PairIndex(points, self.keys, dict(self.weights), list(self.order))
+        """This index, grown in place where `points` has points it lacks (their pairs merged in)."""
+        self._grow(points)
+        return self
 
     def _grow(self, points: Mapping[str, Point]) -> None:
         new = {k: p for k, p in points.items() if k not in self.keys}

@@ -153,3 +153,26 @@ def test_a_compiled_kernel_s_launcher_is_built_through_triton_s_driver(monkeypat
     assert not build_launcher(None) and not build_launcher(SimpleNamespace(src=None, metadata=1)) and len(built) == 1
     del fake.launcher_cls
     assert not build_launcher(kernel) and len(built) == 1
+
+
+def test_a_launcher_that_fails_to_build_is_an_error_and_the_compile_still_counts(monkeypatch):
+    # the compile worker compiled the kernel; its launcher's build failed: the compile counts, the failure is one
+    # of the check's compile-worker errors (the GPU worker's first launch builds the launcher again)
+    from tdiff.execute.backends import compile_ahead as ca
+
+    def dry_launches(target, case, then):
+        then("jit", "original", (), (1,), {}, None)
+
+    def fail(kernel):
+        raise OSError("no C compiler")
+
+    monkeypatch.setattr(ca, "dry_launches", dry_launches)
+    monkeypatch.setattr(ca, "counted", lambda jit, call: ("a compiled kernel", 1, 0, 0.25))
+    monkeypatch.setattr(ca, "build_launcher", fail)
+    count = ca.AheadCount()
+    ca.compile_case(None, None, count)
+    assert (count.cases, count.compiles, count.seconds, count.launchers) == (1, 1, 0.25, 0)
+    assert count.errors == ["launcher: OSError: no C compiler"]
+    monkeypatch.setattr(ca, "build_launcher", lambda kernel: True)
+    ca.compile_case(None, None, count)
+    assert (count.compiles, count.launchers, len(count.errors)) == (2, 1, 1)

@@ -58,8 +58,8 @@ class CheckResult:
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
     known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0
-    started: float | None = None  # when the check began, wall clock (time.time()), and in which process: a
-    pid: int | None = None  # run's timeline
+    started: float | None = None  # when the check began, wall clock (time.time()): a run's timeline
+    pid: int | None = None  # the process that ran it
     # where the wall time went: seconds per phase the progress line shows ("searching", "shrinking", ...), and
     # within cases, the test process waiting on opinions and on reruns, and judging (`CaseJudge`)
     phases: dict[str, float] = field(default_factory=dict)

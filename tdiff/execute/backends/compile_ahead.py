@@ -68,9 +68,12 @@ def compile_case(target: Any, case: Case, count: AheadCount) -> None:
             kernel, compiled, loaded, seconds = counted(
                 jit, lambda: original(jit, *args, grid=grid, warmup=True, **kwargs))
             t0 = time.perf_counter()
-            if build_launcher(kernel):  # (under the claim: a GPU worker waiting for it needs the launcher too)
-                count.launchers += 1
-                count.launcher_seconds += time.perf_counter() - t0
+            try:  # (under the claim: a GPU worker waiting for the kernel needs its launcher too)
+                if build_launcher(kernel):
+                    count.launchers += 1
+                    count.launcher_seconds += time.perf_counter() - t0
+            except Exception as exc:  # the GPU worker's first launch builds it again, and reports a failure
+                count.errors.append(f"launcher: {type(exc).__name__}: {str(exc)[:200]}")
         except Exception as exc:  # the real launch fails the same way, and reports it
             count.errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
             return

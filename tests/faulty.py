@@ -268,3 +268,44 @@ class FaultyOnHuge(Perturb):
     delta = 1.0
     relative = True
     above = 1e30
+
+
+class FakeCompiledGpu(InterpreterBackend):
+    """Plays the compiled side with the GPU's documented arithmetic (tf32 dot operands, fused multiply-adds, flushed
+    subnormals: execute.interpreter.gpu_arith), as a correct kernel compiled for an NVIDIA GPU computes."""
+
+    label = "compiled"
+    force_tf32 = False  # a faulty compiler: tf32 even where the kernel asks input_precision="ieee"
+
+    def __init__(self, spec: BackendSpec) -> None:
+        super().__init__(BackendSpec("interpreter", gpu_arith=True, check_pointers=spec.check_pointers))
+        self.spec = spec
+        self.name = self.label
+        self.role = BackendSpec(self.label).role
+
+    def run(self, target, case):
+        if not self.force_tf32:
+            return super().run(target, case)
+        from tdiff.execute.interpreter import gpu_arith
+
+        own = gpu_arith._precision
+        gpu_arith._precision = lambda p: "tf32" if own(p) == "ieee" else own(p)
+        try:
+            return super().run(target, case)
+        finally:
+            gpu_arith._precision = own
+
+
+class FakeCompiledTf32Always(FakeCompiledGpu):
+    """A faulty compiled side: its dots run in tf32 whatever precision the kernel asks for."""
+
+    force_tf32 = True
+
+
+class FakeCompiledGpuOther(FakeCompiledGpu):
+    """The GPU's arithmetic with another rounding of its own (a summation order the interpreter does not take):
+    random rounding seeded apart from the judge's modelled runs."""
+
+    def __init__(self, spec: BackendSpec) -> None:
+        super().__init__(spec)
+        self.options.rounding = 101

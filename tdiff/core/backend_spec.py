@@ -71,6 +71,9 @@ class BackendSpec:
     # an ensemble run of the interpreter (`interpreter:rr3`): every floating result rounded up or down at random,
     # the k-th such run (see execute.interpreter.rounding); 0: rounded to nearest, as Triton does
     rounding: int = 0
+    # a modelled run of the interpreter (`interpreter:gpu`): the GPU's documented arithmetic (tf32 `tl.dot` operands,
+    # contracted multiply-adds, math functions that flush subnormals; see execute.interpreter.gpu_arith)
+    gpu_arith: bool = False
     # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
     # (as Triton spells them), and an autotune config index that replaces the case's
     launch: tuple[tuple[str, Any], ...] = ()
@@ -142,6 +145,8 @@ class BackendSpec:
             parts.append("alt-unspecified")
         if not self.batched and self.kind == "interpreter":
             parts.append("sequential")
+        if self.gpu_arith and self.kind == "interpreter":
+            parts.append("gpu")
         if self.rounding and self.kind == "interpreter":
             parts.append(f"rr{self.rounding}")
         if self.device:
@@ -288,6 +293,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["unspecified"] = "alternate"
         elif opt == "sequential":
             out["batched"] = False
+        elif opt == "gpu":
+            out["gpu_arith"] = True
         elif opt.startswith("rr") and opt[2:].isdigit() and int(opt[2:]) > 0:
             out["rounding"] = int(opt[2:])
         elif opt == "cpu" or opt.startswith("cuda"):

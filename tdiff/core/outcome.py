@@ -181,6 +181,9 @@ class Trace:
     # a random-rounding run (execute.interpreter.rounding): per source line, samples of the values it computed, as
     # (values, their ulps); judge.sensitivity.growth reads where an ensemble's spread grows from them
     rounded: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    # a modelled run (`interpreter:gpu`, execute.interpreter.gpu_arith): what the GPU's arithmetic changed
+    # ("tf32 dot", "fma contraction", "ftz")
+    modelled: set[str] = field(default_factory=set)
     races: list[Race] = field(default_factory=list)
     # per input name: loads of its storage outside its view: (elements, first storage index, program, line)
     outside_reads: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)

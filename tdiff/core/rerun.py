@@ -23,14 +23,18 @@ PERTURBED = "perturbed"
 # rounded to nearest, the ensemble's centre): what the kernel's own float program produces
 # (see tdiff.execute.interpreter.rounding, tdiff.judge.sensitivity.ensemble)
 ROUNDED = "rounded"
+# the interpreter computing as compiled Triton does on NVIDIA GPUs (tf32 dots, fused multiply-adds, flushed
+# subnormals), rounded to nearest (`k` = 0) or at random (`k` > 0): which NaNs and infinities the GPU's arithmetic
+# makes of the case (see tdiff.execute.interpreter.gpu_arith, tdiff.judge.modelled)
+MODELLED = "modelled"
 
 #: program orders an interpreter rerun may take
 ORDERS = (REVERSED, SHUFFLED)
 #: reruns of one opinion (they name it) and reruns of their own
 OF_AN_OPINION = (AGAIN, ZERO_FILL, ALT_UNSPECIFIED, *ORDERS)
-STANDALONE = (FP64, REFERENCE, PERTURBED, ROUNDED)
+STANDALONE = (FP64, REFERENCE, PERTURBED, ROUNDED, MODELLED)
 #: standalone reruns that take an index `k`
-INDEXED = (PERTURBED, ROUNDED)
+INDEXED = (PERTURBED, ROUNDED, MODELLED)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,18 @@ from typing import Any
 from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
-from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, FP64, PERTURBED, REFERENCE, ROUNDED, ZERO_FILL, Rerun
+from ..core.rerun import (
+    AGAIN,
+    ALT_UNSPECIFIED,
+    FLOAT64_RUN,
+    FP64,
+    MODELLED,
+    PERTURBED,
+    REFERENCE,
+    ROUNDED,
+    ZERO_FILL,
+    Rerun,
+)
 from ..core.settings import RunOptions
 from ..execute.workers import InProcess, Job
 from ..judge.evidence import Evidence, gather
@@ -170,6 +181,8 @@ class CaseJudge:
                                          faithful=faithful(need.k), flushed=flushed(need.k)))
         if need.how == ROUNDED:  # one run of the random-rounding ensemble (k=0: rounded to nearest)
             return self.spec(BackendSpec("interpreter", rounding=need.k))
+        if need.how == MODELLED:  # the GPU's arithmetic (k=0: rounded to nearest, else at random)
+            return self.spec(BackendSpec("interpreter", gpu_arith=True, rounding=need.k))
         spec = self.roles[need.of]  # type: ignore[index]
         if need.how == AGAIN:
             return spec
@@ -204,9 +217,9 @@ class CaseJudge:
             for n, spec, o in zip(needs, specs, self.run(case, specs, cases)):
                 o.spec, o.rerun = spec, n
                 ev.add(n, o)
-            if any(n == FLOAT64_RUN or n.how == PERTURBED for n in needs):
+            if any(n == FLOAT64_RUN or n.how in (PERTURBED, MODELLED) for n in needs):
                 # the float64 run decides differences at the range edge, the perturbed reference runs flagged
-                # elements: compare again
+                # elements, the modelled runs NaNs and infinities on one side: compare again
                 pairs = [(p.a, p.b) for p in ev.pairs]
                 extra = ev.extra
                 third = ev.reference_on_divergence

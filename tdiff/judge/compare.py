@@ -18,9 +18,11 @@ from ..core import dtypes
 from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
+from ..core.tolerance import Tolerance
 from .closeness import close, closeness, describe_values, value_mismatch
-from .comparison import Comparison, Mismatch
+from .comparison import Comparison, Forgiven, Mismatch
 from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
+from .modelled import MODELLED
 from .rules import Rules, TargetRule
 from .sensitivity import FRAGILE, SCALE, weigh
 from .targets import Target, View, describe_structure, view
@@ -153,10 +155,13 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
     pending = 0
     infinite = None
     flags: dict[str, np.ndarray] = {}
+    waiting_model = 0
     if ta.dtype.is_float and not tol.exact:
         bad, pending, infinite, flags = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
+        bad, waiting_model = _nonfinite(path, va, vb, bad, rules, cmp, tol, scale)
         if not bad.any():
             return
+        infinite &= bad
     if guide is not None and guide.fragile is not None and guide.fragile.shape == bad.shape:
         # decided by comparing computed values within tolerance of each other (an argmax among near-ties), or
         # computed near a pole: either result may be right, by as much as the problem's measured scale allows
@@ -178,6 +183,7 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)
     m.edge_pending = pending
     m.measure_pending = waiting
+    m.model_pending = waiting_model
     if unexplained:
         m.message += "; " + unexplained
     if infinite is not None and infinite.any():
@@ -198,6 +204,26 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
         m.message += (" (the kernel's float32 tl.dot at default precision was judged as IEEE float32: neither side ran "
                       "it in tf32; a reference that rounds like tf32 declares tolerance=\"tf32\")")
     cmp.mismatches.append(m)
+
+
+def _nonfinite(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, rules: Rules, cmp: Comparison,
+               tol: Tolerance, scale: np.ndarray | float) -> tuple[np.ndarray, int]:
+    """Let pass the mismatches with a NaN or an infinity on a side whose two values are each what a modelled run
+    of the kernel gives on the case (the GPU's arithmetic, rounded to nearest or at random: `judge.modelled`),
+    counted as their own caveat. Returns the mismatches left and, before the modelled runs are there, how many wait
+    for them."""
+    with np.errstate(invalid="ignore"):
+        special = bad & (~np.isfinite(va) | ~np.isfinite(vb))
+    if not special.any():
+        return bad, 0
+    if rules.modelled is None:
+        return bad, int(special.sum())
+    explained, detail = rules.modelled.explain(path, va, vb, special, tol, scale)
+    if explained.any():
+        j = tuple(int(v) for v in np.argwhere(explained)[0]) if explained.ndim else ()
+        cmp.forgiven.append(Forgiven(path, int(explained.sum()), (j, float(va[j]), float(vb[j])), why=MODELLED,
+                                     detail=detail or (rules.modelled.error or "")))
+    return bad & ~explained, 0
 
 
 def _compare_leaf(path: str, x: Any, y: Any, case: Case, rules: Rules, cmp: Comparison,

@@ -35,6 +35,7 @@ class Mismatch:
     scale: np.ndarray | None = None  # each element's dataflow magnitude (the tolerance's `scale` term)
     edge_pending: int = 0  # elements at the range edge that the float64 run may show to be legitimate
     measure_pending: int = 0  # flagged elements that wait for the problem's measured scale (judge.sensitivity)
+    model_pending: int = 0  # NaN or infinite elements that wait for the modelled runs (judge.modelled)
     within_tf32: bool = False  # every element would pass with the tf32 allowance this pair was not given
     narrowing: tuple[tuple[str, str], ...] = ()  # undeclared narrowing casts (line, dtype) that fed the target
 
@@ -58,6 +59,7 @@ class Forgiven:
     spread: float = 0.0  # measured: the reference's spread at the example
     measured: int = 0  # measured: over how many input perturbations
     unmeasured: str = ""  # forgiven by a flag because nothing measured the problem's scale: why
+    detail: str = ""  # modelled: which runs give each side's value
 
 
 @dataclass

@@ -16,7 +16,7 @@ from ..core.backend_spec import Role
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
-from . import integrity, sensitivity
+from . import integrity, modelled, sensitivity
 from .classify import Classification, classify
 from .compare import compare
 from .comparison import Comparison
@@ -120,21 +120,27 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
            pairs: list[tuple[str, str]] | None = None, fp64: Outcome | None = None,
            perturbed: Mapping[Rerun, Outcome] | None = None) -> Evidence:
     """Classify and compare every pair of outcomes (or the pairs given), and check each outcome.
-    `fp64`: the float64 run, when there is one (it decides differences at the range edge); `perturbed`: the
-    reference's float64 runs on perturbed inputs, when there are all of them (the problem's measured scale, which
-    decides flagged elements: see `sensitivity`)."""
+    `fp64`: the float64 run, when there is one (it decides differences at the range edge); `perturbed`: the reruns
+    so far, among them the reference's float64 runs on perturbed inputs, when there are all of them (the problem's
+    measured scale, which decides flagged elements: see `sensitivity`), and the modelled runs (the GPU's arithmetic,
+    which decides NaNs and infinities on one side: see `modelled`)."""
     guide = _guide(outcomes)
     exact = None
     if fp64 is not None and fp64.error is None and (guide is None or same_path(guide, fp64)):
         exact = view(fp64, case)
     measured = sensitivity.measure(case, perturbed) if perturbed is not None and sensitivity.measured(perturbed) \
         else None
-    rules = rules.for_case(view(guide, case) if guide is not None else None, exact, measured)
+    guided = view(guide, case) if guide is not None else None
+    model = modelled.measure(case, perturbed, guided) if perturbed is not None and modelled.measured(perturbed) \
+        else None
+    rules = rules.for_case(guided, exact, measured, model)
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:
         ev.extra[FLOAT64_RUN] = fp64
     if measured is not None:
         ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})  # type: ignore[index]
+    if model is not None:
+        ev.extra.update({r: perturbed[r] for r in modelled.reruns()})  # type: ignore[index]
     for label, o in outcomes.items():
         report = ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=o.role.kind != "reference")
         if rules.focus is not None:  # (a returned output not judged may be left unwritten)

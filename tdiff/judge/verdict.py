@@ -30,7 +30,7 @@ from ..core.backend_spec import Role
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
-from . import integrity, sensitivity
+from . import integrity, modelled, sensitivity
 from .classify import DISCARD, FAIL, describe_discard
 from .closeness import value_mismatch
 from .compare import coarse_scale
@@ -155,6 +155,12 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
                 f"{f.spread:.3g} at {j}: {x:.6g} vs {y:.6g}; or {sensitivity.LOADED_ROUNDINGS:g} float32 roundings "
                 f"of the largest input loaded){flagged}: the kernel is as accurate as float32 "
                 "arithmetic of your reference's formula, not more; not failed")
+    if f.why == modelled.MODELLED:
+        return ("GPU arithmetic (NaN/inf)",
+                f"{head} differ in a NaN or an infinity (e.g. at {j}: {x:.6g} vs {y:.6g}) that the kernel's own "
+                f"arithmetic gives on this case, each value in a run of it: {f.detail} (modelled runs: the "
+                "interpreter computing as the GPU does, tf32 dot operands, fused multiply-adds, flushed subnormals, "
+                "rounded to nearest and at random): a rounding dispute, not failed")
     if f.why == "measured":
         return ("measured", f"{head} differ beyond the strict tolerance but within the problem's measured sensitivity "
                             f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the problem moves by {f.spread:.3g} "
@@ -398,6 +404,10 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
     if any(m.measure_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
         missing = tuple(r for r in sensitivity.reruns() if r not in ev.extra)
         if missing:  # flagged elements beyond the strict tolerance: what does the problem allow there?
+            return Verdict(UNDECIDED, needs=missing)
+    if any(m.model_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
+        missing = tuple(r for r in modelled.reruns() if r not in ev.extra)
+        if missing:  # a NaN or an infinity on one side: does the GPU's arithmetic make it of this case?
             return Verdict(UNDECIDED, needs=missing)
     refs = ev.roles("reference")
     ref = refs[0] if refs else None

@@ -276,7 +276,8 @@ class InterpreterBackend:
                                                      check_pointers=self.spec.check_pointers,
                                                      poison=self.spec.masked == "undefined",
                                                      alternate=self.spec.unspecified == "alternate",
-                                                     batched=self.spec.batched, rounding=self.spec.rounding)
+                                                     batched=self.spec.batched, rounding=self.spec.rounding,
+                                                     gpu_arith=self.spec.gpu_arith)
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen

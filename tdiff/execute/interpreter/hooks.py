@@ -16,7 +16,7 @@ from ... import compat
 from ...core import dtypes
 from ...core.outcome import Trace, UBEvent
 from ..backends.base import user_line_now
-from . import batched, dataflow, fragile, libdevice, reductions, rounding, shims, undefined, unspecified
+from . import batched, dataflow, fragile, gpu_arith, libdevice, reductions, rounding, shims, undefined, unspecified
 from .dataflow import fit
 from .session import Session, full_mask
 
@@ -116,8 +116,13 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
         put(builder, name, fn)
 
     # 1c. random rounding (an ensemble run: `interpreter:rr<k>`): every floating result rounded up or down at random
-    if session.options.rounding:
-        rounding.install(rounding.Rounder(session.options.rounding, trace.rounded), put, builder)
+    rounder = rounding.Rounder(session.options.rounding, trace.rounded) if session.options.rounding else None
+    if rounder is not None:
+        rounding.install(rounder, put, builder)
+
+    # 1d. the GPU's arithmetic (a modelled run: `interpreter:gpu`), around the random rounding it may carry
+    if session.options.gpu_arith:
+        gpu_arith.GpuArithmetic(rounder, trace.modelled).install(builder, put)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
     for name in _value_methods(cls):
@@ -159,6 +164,9 @@ def _install_libdevice(put: Callable, session: Session) -> None:
             session.at_limit(near)
 
     def dispatch(name: str, *args: Any, **_: Any) -> Any:
+        if session.options.gpu_arith:  # (compiled with flush-to-zero: subnormal operands and results are zeros)
+            return gpu_arith.flushed_call(lambda *a: libdevice.compute_libdevice(name, a, session.trace.shims, after),
+                                          args, session.trace.modelled)
         return libdevice.compute_libdevice(name, args, session.trace.shims, after)
 
     libdevice.install_libdevice(put, dispatch)

@@ -122,7 +122,8 @@ def report(seeds: list[int], runs: dict[int, tuple[dict | None, float, int]], ou
     lines += ["", f"False-alarm candidates: {sum(alarms_by_seed.values())} over {len(seeds)} seed(s); "
                   f"seeds with at least one: {red} of {len(seeds)} ({red / max(1, len(seeds)):.0%}).", ""]
     if grouped:
-        lines += ["| check | verdict | kind | seeds | first reason | case | reproducer |", "|---|---|---|---|---|---|---|"]
+        lines += ["| check | verdict | kind | seeds | first reason | case | reproducer |",
+                  "|---|---|---|---|---|---|---|"]
         for f in sorted(grouped.values(), key=lambda f: (-len(f.seeds), f.nodeid)):
             kind = "strict xfail passed" if f.xpass_strict else "finding" if f.finding else "false-alarm candidate"
             cell = f.reason.replace("|", "\\|").replace("\n", " ")

@@ -100,5 +100,5 @@ def centred(x, w):
 
 
 ROW = dict(x=tst.tensors(shape=(127,), dtype="float32"), w=tst.tensors(shape=(127,), dtype="float32"))
-tdiff.check(launch=_centred, reference=centred, name="compiled", backends=("interpreter", "tests.faulty:FakeCompiledGpuOther"),
-            **ROW)(centred_times)
+tdiff.check(launch=_centred, reference=centred, name="compiled",
+            backends=("interpreter", "tests.faulty:FakeCompiledGpuOther"), **ROW)(centred_times)

@@ -112,12 +112,13 @@ def centred_row(base, bumped, at):
 
 # rows where the fake GPU (its own rounding) gives NaN and the interpreter an infinity: x - mean is 0 in one
 # summation and a rounding-level value in the other
-ROWS = {"a modelled run gives the NaN": (0, 637.3247, 63), "the runs give infinities of both signs": (5, 721.76685, 118)}
+ROWS = {"a modelled run gives the NaN": (0, 637.3247, 63),
+        "the runs give infinities of both signs": (5, 721.76685, 118)}
 
 
 def _row(trial):
     rng = np.random.default_rng(0)
-    for t in range(trial + 1):
+    for _ in range(trial + 1):
         base = np.float32(rng.uniform(1, 1000))
         bumped = rng.integers(0, 127, 10)
         at = int(rng.integers(0, 127))

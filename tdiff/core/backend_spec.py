@@ -74,6 +74,9 @@ class BackendSpec:
     # a modelled run of the interpreter (`interpreter:gpu`): the GPU's documented arithmetic (tf32 `tl.dot` operands,
     # contracted multiply-adds, math functions that flush subnormals; see execute.interpreter.gpu_arith)
     gpu_arith: bool = False
+    # a carried run (`interpreter:nudge3`): each value the kernel computes moved within its admissible rounding where
+    # it is stored, the k-th such run (see execute.interpreter.carry)
+    nudge: int = 0
     # compiled variants, written `compiled[num_warps=2,num_stages=1]`: launch options that replace the launch's
     # (as Triton spells them), and an autotune config index that replaces the case's
     launch: tuple[tuple[str, Any], ...] = ()
@@ -149,6 +152,8 @@ class BackendSpec:
             parts.append("gpu")
         if self.rounding and self.kind == "interpreter":
             parts.append(f"rr{self.rounding}")
+        if self.nudge and self.kind == "interpreter":
+            parts.append(f"nudge{self.nudge}")
         if self.device:
             parts.append(self.device)
         return parts
@@ -293,6 +298,8 @@ def _parse_opts(opts: str, text: str) -> dict:
             out["unspecified"] = "alternate"
         elif opt == "sequential":
             out["batched"] = False
+        elif opt.startswith("nudge") and opt[5:].isdigit() and int(opt[5:]) > 0:
+            out["nudge"] = int(opt[5:])
         elif opt == "gpu":
             out["gpu_arith"] = True
         elif opt.startswith("rr") and opt[2:].isdigit() and int(opt[2:]) > 0:

@@ -27,14 +27,17 @@ ROUNDED = "rounded"
 # subnormals), rounded to nearest (`k` = 0) or at random (`k` > 0): which NaNs and infinities the GPU's arithmetic
 # makes of the case (see tdiff.execute.interpreter.gpu_arith, tdiff.judge.modelled)
 MODELLED = "modelled"
+# the interpreter with every value the kernel computes moved within its admissible rounding where it is stored (`k`
+# > 0: which run): how far what `launch` computes from the kernel's stores moves (see tdiff.judge.carried)
+CARRIED = "carried"
 
 #: program orders an interpreter rerun may take
 ORDERS = (REVERSED, SHUFFLED)
 #: reruns of one opinion (they name it) and reruns of their own
 OF_AN_OPINION = (AGAIN, ZERO_FILL, ALT_UNSPECIFIED, *ORDERS)
-STANDALONE = (FP64, REFERENCE, PERTURBED, ROUNDED, MODELLED)
+STANDALONE = (FP64, REFERENCE, PERTURBED, ROUNDED, MODELLED, CARRIED)
 #: standalone reruns that take an index `k`
-INDEXED = (PERTURBED, ROUNDED, MODELLED)
+INDEXED = (PERTURBED, ROUNDED, MODELLED, CARRIED)
 
 
 @dataclass(frozen=True)

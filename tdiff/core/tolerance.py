@@ -33,6 +33,12 @@ from .dtypes import DType, dtype
 from .op_classes import tolerance_class
 
 TF32_EPS = 2.0**-10
+#: float32 roundings (float64 for a float64 value) of its dataflow magnitude that a value a kernel computed may carry
+#: and still be the kernel's rounding: an intermediate of the inputs' magnitude rounds that much in any float32
+#: computation (a cross entropy's lse - x_y of 6e-6 from lse = 12). The judge lets elements within the dataflow
+#: scale differ by it from the reference (judge.sensitivity), and carries it through what `launch` computes from
+#: the kernel's stores (execute.interpreter.carry, judge.carried)
+LOADED_ROUNDINGS = 2.0
 
 # (rtol, scale) as multiples of the output dtype's eps, by dtype width
 _MULT = {

@@ -15,6 +15,7 @@ from ..core.outcome import Outcome
 from ..core.rerun import (
     AGAIN,
     ALT_UNSPECIFIED,
+    CARRIED,
     FLOAT64_RUN,
     FP64,
     MODELLED,
@@ -181,6 +182,8 @@ class CaseJudge:
                                          faithful=faithful(need.k), flushed=flushed(need.k)))
         if need.how == ROUNDED:  # one run of the random-rounding ensemble (k=0: rounded to nearest)
             return self.spec(BackendSpec("interpreter", rounding=need.k))
+        if need.how == CARRIED:  # the kernel's stores moved within their admissible rounding
+            return self.spec(BackendSpec("interpreter", nudge=need.k))
         if need.how == MODELLED:  # the GPU's arithmetic (k=0: rounded to nearest, else at random)
             return self.spec(BackendSpec("interpreter", gpu_arith=True, rounding=need.k))
         spec = self.roles[need.of]  # type: ignore[index]
@@ -217,7 +220,7 @@ class CaseJudge:
             for n, spec, o in zip(needs, specs, self.run(case, specs, cases)):
                 o.spec, o.rerun = spec, n
                 ev.add(n, o)
-            if any(n == FLOAT64_RUN or n.how in (PERTURBED, MODELLED) for n in needs):
+            if any(n == FLOAT64_RUN or n.how in (PERTURBED, MODELLED, CARRIED) for n in needs):
                 # the float64 run decides differences at the range edge, the perturbed reference runs flagged
                 # elements, the modelled runs NaNs and infinities on one side: compare again
                 pairs = [(p.a, p.b) for p in ev.pairs]

@@ -19,6 +19,7 @@ from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
 from ..core.tolerance import Tolerance
+from . import carried
 from .closeness import close, closeness, describe_values, value_mismatch
 from .comparison import Comparison, Forgiven, Mismatch
 from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
@@ -178,12 +179,18 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
         loaded = np.where(np.isfinite(guide.loaded), guide.loaded, loaded)
     bad, waiting, unexplained = weigh(path, ta.dtype, va, vb, bad, flags, tol, rules.sensitivity, rules.measurable,
                                       cmp, loaded)
+    waiting_carry = 0
+    if bad.any() and not waiting and ta.dtype.is_float and not tol.exact and carried.wrapped(guide):
+        bad, waiting_carry = _carried(path, va, vb, bad, rules, cmp, tol)
+        if path in cmp.beyond_problem:
+            cmp.beyond_problem[path] &= bad
     if not bad.any():
         return
     m = describe_values(path, va, vb, bad, tol, writers, names, None if tol.exact else scale)
     m.edge_pending = pending
     m.measure_pending = waiting
     m.model_pending = waiting_model
+    m.carry_pending = waiting_carry
     if unexplained:
         m.message += "; " + unexplained
     if infinite is not None and infinite.any():
@@ -204,6 +211,21 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
         m.message += (" (the kernel's float32 tl.dot at default precision was judged as IEEE float32: neither side ran "
                       "it in tf32; a reference that rounds like tf32 declares tolerance=\"tf32\")")
     cmp.mismatches.append(m)
+
+
+def _carried(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, rules: Rules, cmp: Comparison,
+             tol: Tolerance) -> tuple[np.ndarray, int]:
+    """Let pass the mismatches of an output `launch` computed from the kernel's stores that lie within what the
+    kernel's admissible rounding, carried through `launch`, moves them (`judge.carried`), counted as their own caveat.
+    Returns the mismatches left and, before the carried runs are there, how many wait for them."""
+    if rules.carried is None:
+        return bad, int(bad.sum())
+    explained, spread = rules.carried.explain(path, va, vb, bad, tol)
+    if explained.any():
+        j = tuple(int(v) for v in np.argwhere(explained)[0]) if explained.ndim else ()
+        cmp.forgiven.append(Forgiven(path, int(explained.sum()), (j, float(va[j]), float(vb[j])), why=carried.CARRIED,
+                                     spread=spread, measured=rules.carried.count))
+    return bad & ~explained, 0
 
 
 def _nonfinite(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, rules: Rules, cmp: Comparison,

@@ -36,6 +36,7 @@ class Mismatch:
     edge_pending: int = 0  # elements at the range edge that the float64 run may show to be legitimate
     measure_pending: int = 0  # flagged elements that wait for the problem's measured scale (judge.sensitivity)
     model_pending: int = 0  # NaN or infinite elements that wait for the modelled runs (judge.modelled)
+    carry_pending: int = 0  # elements of an output `launch` computed that wait for the carried runs (judge.carried)
     within_tf32: bool = False  # every element would pass with the tf32 allowance this pair was not given
     narrowing: tuple[tuple[str, str], ...] = ()  # undeclared narrowing casts (line, dtype) that fed the target
 

@@ -16,7 +16,7 @@ from ..core.backend_spec import Role
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
-from . import integrity, modelled, sensitivity
+from . import carried, integrity, modelled, sensitivity
 from .classify import Classification, classify
 from .compare import compare
 from .comparison import Comparison
@@ -133,7 +133,9 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     guided = view(guide, case) if guide is not None else None
     model = modelled.measure(case, perturbed, guided) if perturbed is not None and modelled.measured(perturbed) \
         else None
-    rules = rules.for_case(guided, exact, measured, model)
+    carry = carried.measure(case, perturbed, guided) if perturbed is not None and carried.measured(perturbed) \
+        else None
+    rules = rules.for_case(guided, exact, measured, model, carry)
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:
         ev.extra[FLOAT64_RUN] = fp64
@@ -141,6 +143,8 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
         ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})  # type: ignore[index]
     if model is not None:
         ev.extra.update({r: perturbed[r] for r in modelled.reruns()})  # type: ignore[index]
+    if carry is not None:
+        ev.extra.update({r: perturbed[r] for r in carried.reruns()})  # type: ignore[index]
     for label, o in outcomes.items():
         report = ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=o.role.kind != "reference")
         if rules.focus is not None:  # (a returned output not judged may be left unwritten)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.static_ops import ORDER_TAG
 from ..core.tolerance import Tolerance, from_ops, resolve
+from .carried import Carried
 from .modelled import Modelled
 from .sensitivity import Sensitivity
 from .targets import View
@@ -73,6 +74,7 @@ class Rules:
     fp64: View | None = None  # the interpreter in float64 on upcast inputs: is a range-edge difference inherent?
     sensitivity: Sensitivity | None = None  # the problem's measured scale (tdiff.judge.sensitivity), once run
     modelled: Modelled | None = None  # the GPU's arithmetic run on the case (tdiff.judge.modelled), once run
+    carried: Carried | None = None  # the kernel's rounding carried through `launch` (tdiff.judge.carried), once run
     # the targets judged (None: all); kernel reduction judges a candidate on the targets that diverged
     focus: frozenset[str] | None = None
 
@@ -86,8 +88,8 @@ class Rules:
         return self.declared.measurable
 
     def for_case(self, guide: View | None, fp64: View | None, sensitivity: Sensitivity | None,
-                 modelled: Modelled | None = None) -> Rules:
-        return replace(self, guide=guide, fp64=fp64, sensitivity=sensitivity, modelled=modelled)
+                 modelled: Modelled | None = None, carried: Carried | None = None) -> Rules:
+        return replace(self, guide=guide, fp64=fp64, sensitivity=sensitivity, modelled=modelled, carried=carried)
 
     def target(self, path: str, dt: Any, ops: set[str] | None, reference: bool,
                tf32_ops: set[str] | None = None) -> TargetRule:

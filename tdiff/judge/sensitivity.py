@@ -40,7 +40,7 @@ from ..core import dtypes
 from ..core.case import Case, TensorArg
 from ..core.outcome import Outcome
 from ..core.rerun import PERTURBED, ROUNDED, Rerun
-from ..core.tolerance import Tolerance
+from ..core.tolerance import LOADED_ROUNDINGS, Tolerance
 from .comparison import Comparison, Forgiven
 from .targets import view
 
@@ -420,8 +420,6 @@ def _within(va: np.ndarray, vb: np.ndarray, tol: Tolerance, spread: np.ndarray, 
 
 #: how many times the measured spread a difference may add to the strict tolerance (either side may be off by it)
 MARGIN = 2.0
-#: roundings of the largest loaded input an element within tolerance only by the dataflow scale may differ by
-LOADED_ROUNDINGS = 2.0
 #: a Forgiven's `why` for elements only the float32 computation of the reference explains (`ACCUMULATION`)
 FLOAT32_COMPUTATION = "float32 computation"
 #: the flag of elements within tolerance only by its dataflow scale (judge.compare: measured against a reference)

@@ -30,7 +30,7 @@ from ..core.backend_spec import Role
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
-from . import integrity, modelled, sensitivity
+from . import carried, integrity, modelled, sensitivity
 from .classify import DISCARD, FAIL, describe_discard
 from .closeness import value_mismatch
 from .compare import coarse_scale
@@ -155,6 +155,12 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
                 f"{f.spread:.3g} at {j}: {x:.6g} vs {y:.6g}; or {sensitivity.LOADED_ROUNDINGS:g} float32 roundings "
                 f"of the largest input loaded){flagged}: the kernel is as accurate as float32 "
                 "arithmetic of your reference's formula, not more; not failed")
+    if f.why == carried.CARRIED:
+        return ("kernel rounding through launch",
+                f"{head}, which `launch` computes from what the kernel wrote, differ beyond the strict tolerance "
+                f"(e.g. at {j}: {x:.6g} vs {y:.6g}), within what the kernel's own rounding does to them: "
+                f"{f.spread:.3g} there, over {f.measured} runs of the case whose stores move each value the kernel "
+                f"computed by {sensitivity.LOADED_ROUNDINGS:g} float32 roundings of its dataflow magnitude: not failed")
     if f.why == modelled.MODELLED:
         return ("GPU arithmetic (NaN/inf)",
                 f"{head} differ in a NaN or an infinity (e.g. at {j}: {x:.6g} vs {y:.6g}) that the kernel's own "
@@ -408,6 +414,10 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
     if any(m.model_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
         missing = tuple(r for r in modelled.reruns() if r not in ev.extra)
         if missing:  # a NaN or an infinity on one side: does the GPU's arithmetic make it of this case?
+            return Verdict(UNDECIDED, needs=missing)
+    if any(m.carry_pending for p in diverging for m in p.comparison.mismatches):  # type: ignore[union-attr]
+        missing = tuple(r for r in carried.reruns() if r not in ev.extra)
+        if missing:  # an output `launch` computed: does the kernel's rounding, carried through it, explain it?
             return Verdict(UNDECIDED, needs=missing)
     refs = ev.roles("reference")
     ref = refs[0] if refs else None

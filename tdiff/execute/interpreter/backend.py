@@ -277,7 +277,7 @@ class InterpreterBackend:
                                                      poison=self.spec.masked == "undefined",
                                                      alternate=self.spec.unspecified == "alternate",
                                                      batched=self.spec.batched, rounding=self.spec.rounding,
-                                                     gpu_arith=self.spec.gpu_arith)
+                                                     gpu_arith=self.spec.gpu_arith, nudge=self.spec.nudge)
         if self.spec.programs is not None:
             chosen = tuple(self.spec.programs)
             self.options.programs = lambda grid: chosen

@@ -16,7 +16,19 @@ from ... import compat
 from ...core import dtypes
 from ...core.outcome import Trace, UBEvent
 from ..backends.base import user_line_now
-from . import batched, dataflow, fragile, gpu_arith, libdevice, reductions, rounding, shims, undefined, unspecified
+from . import (
+    batched,
+    carry,
+    dataflow,
+    fragile,
+    gpu_arith,
+    libdevice,
+    reductions,
+    rounding,
+    shims,
+    undefined,
+    unspecified,
+)
 from .dataflow import fit
 from .session import Session, full_mask
 
@@ -266,6 +278,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
     memory, trace = session.memory, session.trace
     trace.poisoned = poison
     load, store = current("create_masked_load"), current("create_masked_store")
+    nudger = carry.Nudger(session.options.nudge) if session.options.nudge else None
     rmw, cas = current("create_atomic_rmw"), current("create_atomic_cas")
 
     def create_masked_load(ptrs, mask, other, *rest, **kw):
@@ -309,6 +322,8 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
         m = _mask_data(mask)
         if check:
             m, mask = _checked(session, "store", ptrs, m, mask)
+        if nudger is not None:  # a carried run: the kernel's admissible rounding on what it stores
+            value = nudger.nudge(value)
         value = session.transform_store(ptrs.data, value, m)
         if record:
             addrs = ptrs.data.astype(np.uint64, copy=False)

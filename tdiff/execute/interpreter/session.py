@@ -41,6 +41,7 @@ class InterpreterOptions:
     batched: bool = True  # run a launch's programs together where they agree (`batched`), else one by one
     rounding: int = 0  # > 0: round every floating result up or down at random, seeded by it (`rounding`)
     gpu_arith: bool = False  # compute as compiled Triton does on NVIDIA GPUs (`gpu_arith`: tf32 dots, fma, ftz)
+    nudge: int = 0  # > 0: move each computed value a store writes within its admissible rounding (`carry`)
 
 
 def all_programs(grid: Program) -> list[Program]:

@@ -184,6 +184,9 @@ class Trace:
     # a modelled run (`interpreter:gpu`, execute.interpreter.gpu_arith): what the GPU's arithmetic changed
     # ("tf32 dot", "fma contraction", "ftz")
     modelled: set[str] = field(default_factory=set)
+    # "file:line: code" -> lanes where finite operands gave a non-finite result (a value left its dtype's range), in
+    # the order the run met them (see tdiff.execute.interpreter.dataflow)
+    overflowed: dict[str, int] = field(default_factory=dict)
     races: list[Race] = field(default_factory=list)
     # per input name: loads of its storage outside its view: (elements, first storage index, program, line)
     outside_reads: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)

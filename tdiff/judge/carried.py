@@ -57,8 +57,9 @@ class Carried:
         the first of them."""
         spread = self.spreads.get(path)
         none = np.zeros(where.shape, bool)
-        if spread is None or spread.shape != where.shape:
+        if spread is None or spread.size != where.size:
             return none, 0.0
+        spread = spread.reshape(where.shape)  # (a 0-d result is compared as one element)
         with np.errstate(invalid="ignore", over="ignore"):
             strict = tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb))
             ok = where & np.isfinite(spread) & (np.abs(va - vb) <= strict + MARGIN * spread)

@@ -159,7 +159,7 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
     waiting_model = 0
     if ta.dtype.is_float and not tol.exact:
         bad, pending, infinite, flags = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
-        bad, waiting_model = _nonfinite(path, va, vb, bad, rules, cmp, tol, scale)
+        bad, waiting_model = _nonfinite(path, va, vb, bad, rules, cmp, tol, scale, guide)
         if not bad.any():
             return
         infinite &= bad
@@ -229,13 +229,20 @@ def _carried(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, rules: 
 
 
 def _nonfinite(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, rules: Rules, cmp: Comparison,
-               tol: Tolerance, scale: np.ndarray | float) -> tuple[np.ndarray, int]:
+               tol: Tolerance, scale: np.ndarray | float, guide: Target | None) -> tuple[np.ndarray, int]:
     """Let pass the mismatches with a NaN or an infinity on a side whose two values are each what a modelled run
     of the kernel gives on the case (the GPU's arithmetic, rounded to nearest or at random: `judge.modelled`),
     counted as their own caveat. Returns the mismatches left and, before the modelled runs are there, how many wait
-    for them."""
+    for them. Only where the interpreter's dataflow shows no finite value overflowed on the way, unless an infinite
+    input fed the element (0 * inf): a value that left its dtype's range while the result fits is the range edge's
+    to judge (an intermediate overflow, a finding), whichever way rounding tips it."""
+    if guide is None or guide.scale is None:
+        return bad, 0
     with np.errstate(invalid="ignore"):
         special = bad & (~np.isfinite(va) | ~np.isfinite(vb))
+    if guide.overflow is not None and guide.overflow.shape == bad.shape:
+        fed = np.isposinf(guide.edge) if guide.edge is not None and guide.edge.shape == bad.shape else False
+        special &= ~(guide.overflow & ~fed)
     if not special.any():
         return bad, 0
     if rules.modelled is None:

@@ -65,15 +65,15 @@ class Modelled:
         """The elements of `where` (a NaN or an infinity on a side) whose two values are each what a modelled run
         gives there (a finite one within `tol` of a run's finite value), and for the first such element the text
         that names the runs."""
-        runs = self.runs.get(path)
         none = np.zeros(where.shape, bool)
+        # (a 0-d result is compared as one element)
+        runs = [Run(r.label, r.values.reshape(where.shape), r.known.reshape(where.shape), r.changed)
+                for r in self.runs.get(path, ()) if r.values.size == where.size]
         if not runs or not where.any():
             return none, ""
         ok_a, ok_b = none.copy(), none.copy()
         up, down = none.copy(), none.copy()
         for r in runs:
-            if r.values.shape != where.shape:
-                continue
             ok_a |= _gives(r, va, tol, scale)
             ok_b |= _gives(r, vb, tol, scale)
             up |= r.known & np.isposinf(r.values)

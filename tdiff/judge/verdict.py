@@ -30,12 +30,13 @@ from ..core.backend_spec import Role
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
-from . import carried, integrity, modelled, sensitivity
+from . import carried, findings, integrity, modelled, sensitivity
 from .classify import DISCARD, FAIL, describe_discard
 from .closeness import value_mismatch
 from .compare import coarse_scale
 from .comparison import Comparison, Forgiven
 from .evidence import Evidence, Pair
+from .findings import INTERMEDIATE_OVERFLOW, NUMERICALLY_UNSTABLE
 from .integrity import GAP, GAP_READ, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
 from .integrity import RACE as RACE_FINDING
 from .rules import Rules
@@ -61,7 +62,6 @@ NEVER_LAUNCHED = "kernel never launched"
 STRUCTURE = "structure mismatch"
 BOTH_FAILED = "both failed"
 VS_REFERENCE = "disagrees with reference"
-NUMERICALLY_UNSTABLE = "numerically unstable"
 
 #: integrity finding kinds, in the order they are judged, and their verdicts
 INTEGRITY = ((UNLAUNCHED, NEVER_LAUNCHED), (OOB, OUT_OF_BOUNDS), (GUARD, OUT_OF_BOUNDS), (GAP, OUTSIDE_VIEW),
@@ -86,6 +86,11 @@ class Verdict:
     @property
     def failed(self) -> bool:
         return self.label not in (PASSED, NOT_JUDGED)
+
+    @property
+    def finding(self) -> bool:
+        """A finding (the kernel loses accuracy the problem does not: judge.findings), not a bug."""
+        return self.label in findings.LABELS
 
     @property
     def signature(self) -> tuple[str, tuple[str, ...]]:
@@ -489,9 +494,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
     side = p.a if p.b == ref else p.b
     reasons = [p.comparison.summary()]  # type: ignore[union-attr]
     if len(backends) > 1 and all((q := ev.pair(b, ref)) is not None and q.disagrees for b in backends):
-        unstable = _unstable(ev, p, side, ref, final)
-        if unstable is not None:
-            return unstable
+        found = _finding(ev, p, side, ref, final)
+        if found is not None:
+            return found
         return Verdict(KERNEL_BUG, [f"{' and '.join(backends)} agree with each other; the reference disagrees with "
                                     "both: a bug in the kernel (or in the reference)", *reasons],
                        pair=(side, ref), kind="values", targets=_targets(p.comparison))  # type: ignore[arg-type]
@@ -500,9 +505,9 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
         return rerun
     if isinstance(rerun, tuple):
         return Verdict(UNDECIDED, needs=rerun)
-    unstable = _unstable(ev, p, side, ref, final)
-    if unstable is not None:
-        return unstable
+    found = _finding(ev, p, side, ref, final)
+    if found is not None:
+        return found
     narrowed = any(m.narrowing for m in p.comparison.mismatches)  # type: ignore[union-attr]
     how = "where a narrowing cast fed it" if narrowed else "beyond tolerance"
     return Verdict(VS_REFERENCE, [f"{side}'s result differs from the reference {how}: a kernel bug, or a "
@@ -510,56 +515,22 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
                    targets=_targets(p.comparison))  # type: ignore[arg-type]
 
 
-def _unstable(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdict | None:
-    """A final verdict on a kernel whose result differs from the reference beyond what the problem allows (its
-    measured scale: `Comparison.beyond_problem`): where the kernel's own float program, run as a random-rounding
-    ensemble, moves that far too (every such element within the strict tolerance plus `MARGIN` times the
-    ensemble's spread), the algorithm loses accuracy the problem does not: `numerically unstable`. Elsewhere (a
-    difference rounding does not produce), None: the caller's verdict (a bug) stands. Asks for the ensemble's runs
-    first (an UNDECIDED verdict that needs them)."""
+def _finding(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdict | None:
+    """A finding (judge.findings) on a kernel whose result differs from the reference: an intermediate overflow
+    where the result fits, or (final verdicts: it needs the random-rounding ensemble, asked for here) numerical
+    instability; None where neither explains it (the caller's verdict, a bug, stands)."""
     cmp = p.comparison
-    if not final or cmp is None or not cmp.beyond_problem or ev.outcomes[side].error is not None:
+    if cmp is None:
         return None
-    missing = tuple(r for r in sensitivity.ensemble_reruns() if r not in ev.extra)
-    if missing:
-        return Verdict(UNDECIDED, needs=missing)
-    spreads, why = sensitivity.ensemble_spread(ev.case, ev.extra)
-    if why is not None:
+    found = findings.left_range(ev, cmp, side, ref)
+    if found is None and final:
+        found = findings.unstable(ev, cmp, side, ref)  # type: ignore[assignment]
+        if isinstance(found, tuple):
+            return Verdict(UNDECIDED, needs=found)
+    if found is None:
         return None
-    mine, truth = view(ev.outcomes[side], ev.case), view(ev.outcomes[ref], ev.case)
-    worst: tuple[float, float, str] | None = None
-    for path, where in cmp.beyond_problem.items():
-        spread, ta, tr = spreads.get(path), mine.targets.get(path), truth.targets.get(path)
-        mismatch = next((m for m in cmp.mismatches if m.target == path and m.tol is not None), None)
-        if spread is None or ta is None or tr is None or mismatch is None or spread.shape != where.shape:
-            return None
-        tol = mismatch.tol
-        if tol.exact or not ta.dtype.is_float:  # (an index or an integer: rounding does not make it unstable)
-            return None
-        with np.errstate(invalid="ignore", over="ignore"):
-            a, b = ta.values[where], tr.values[where]
-            diff = np.abs(a - b)
-            allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + sensitivity.MARGIN * spread[where]
-            if not bool((diff <= allowed).all()):
-                return None
-        j = int(np.argmax(diff))
-        if worst is None or diff[j] > worst[0]:
-            worst = (float(diff[j]), float(spread[where][j]), path)
-    if worst is None:
-        return None
-    diff, spread, path = worst
-    grows = sensitivity.growth(ev.extra)
-    where = (f"; the spread grows at {grows[0]} (the random-rounding runs differ there by {grows[2]:.3g} ulps, at most "
-             f"{grows[1]:.3g} in the lines computed before it)") if grows is not None else ""
-    return Verdict(NUMERICALLY_UNSTABLE, [
-        f"{side}'s `{path}` differs from the reference by up to {diff:.3g}, beyond what the problem allows at this "
-        f"precision (the float64 reference moves far less when its inputs move by one rounding, and so does a float32 "
-        f"computation of it), and the kernel's "
-        f"own float program moves by up to {spread:.3g} there when each floating operation rounds up or down at "
-        f"random ({sensitivity.ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not "
-        "(cancellation, a sum or statistic in a narrower type than the output, eps placed where it no longer "
-        f"guards): a finding{where}; if that precision is intended, declare it: tolerances={{{path!r}: ...}}",
-        cmp.summary()], pair=(side, ref), kind="values", targets=_targets(cmp))
+    return Verdict(found.label, [found.reason, cmp.summary()], pair=(side, ref), kind="values",
+                   targets=_targets(cmp))
 
 
 def decide(ev: Evidence, final: bool = False) -> Verdict:
@@ -589,4 +560,4 @@ def _with_sides(v: Verdict, ev: Evidence) -> Verdict:
     return v
 
 
-__all__ = ["Verdict", "decide", "judge", "wrong", "Rules"]
+__all__ = ["Verdict", "decide", "judge", "wrong", "Rules", "NUMERICALLY_UNSTABLE", "INTERMEDIATE_OVERFLOW"]

@@ -10,11 +10,13 @@ from typing import Any
 
 #: the file's format; a reader checks it
 FORMAT = 1
+#: pytest's labels of a check that failed the run
+RED = ("FAILED", "ERROR", "XPASS(strict)")
 
 
 def payload(ran: list[Any]) -> dict:
     """What the file holds, from the checks that ran (`session.Ran`)."""
-    from ..record.summary import aggregate, outcome_counts
+    from ..record.summary import aggregate, is_finding, outcome_counts
 
     records = [r.record for r in ran]
     totals = {
@@ -29,6 +31,9 @@ def payload(ran: list[Any]) -> dict:
         "compile_seconds": round(sum(s["compile_seconds"] for s in records), 3),
         "seconds": _sum_seconds(records),
         "wall": round(sum(s["wall"] for s in records), 3),
+        # failed checks whose every failing divergence is a finding (judge.findings), and the other failures
+        "findings": sum(1 for r in ran if r.label in RED and is_finding(r.record)),
+        "bugs_or_errors": sum(1 for r in ran if r.label in RED and not is_finding(r.record)),
     }
     return {"format": FORMAT, "totals": totals, "worked_around": [r.as_json() for r in aggregate(records)],
             "checks": [r.as_json() for r in sorted(ran, key=lambda r: r.record["id"])]}

@@ -55,6 +55,7 @@ def record(result: Any) -> dict:
         "divergences": [{
             "verdict": d.verdict.label,
             "failed": d.verdict.failed,
+            "finding": d.verdict.finding,
             "reasons": list(d.verdict.reasons[:4]),
             "case": d.case.describe(),
             "shrunk": d.shrink.describe() if d.shrink else None,
@@ -157,6 +158,10 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
         comp += f", {loads} loaded from Triton's cache"
     entries = f" and {replayed} corpus entries" if replayed else ""
     outcomes = f"; {outcome_counts(labels)}" if labels else ""
+    red = [s for s, label in zip(summaries, labels or ()) if label in ("FAILED", "ERROR", "XPASS(strict)")]
+    if red:
+        found = sum(1 for s in red if is_finding(s))
+        outcomes += f" ({len(red) - found} bug(s) or error(s), {found} finding(s))"
     lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged){outcomes}; "
              f"time in backends: {t}{comp}"]
     if used and shims:
@@ -198,6 +203,8 @@ def problem_lines(s: dict, label: str, reason: str = "") -> list[str]:
         what = "no divergence" if s["status"] in ("passed", "skipped") else _cut(first) or s["status"]
     count = f"{s['cases']} cases, {s['wall']:.1f}s"
     head = f"{label:7} {s['id']}: {what}"
+    if is_finding(s):
+        head += " (a finding: the kernel loses accuracy its problem does not, against torch's own computation)"
     if label == "XFAIL":
         d = failed[0] if failed else None
         line = head + (f" on {_cut(d['case'], 80)}" if d else "") + f" ({count})"
@@ -315,6 +322,12 @@ def outcome_counts(labels: list[str]) -> str:
     for label in labels:
         counts[names.get(label, label.lower())] += 1
     return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
+
+
+def is_finding(s: dict) -> bool:
+    """Whether a check failed on findings only (every divergence that fails it is one: judge.findings)."""
+    failed = [d for d in s["divergences"] if d["failed"]]
+    return s["status"] == "failed" and bool(failed) and all(d.get("finding") for d in failed)
 
 
 def _written(d: dict, run: bool = False) -> list[str]:

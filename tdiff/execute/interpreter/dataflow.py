@@ -270,10 +270,11 @@ def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_
 
 
 def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "",
-                above: float | None = None) -> np.ndarray | None:
+                above: float | None = None, left: Callable[[np.ndarray], None] | None = None) -> np.ndarray | None:
     """An elementwise result: its error scale by first-order propagation, its precision, and where
     an overflow (or an underflow of a product) damaged it. Returns the lanes where a result came to the
-    limit of its dtype's range (see `near_limit`), None where none did."""
+    limit of its dtype's range (see `near_limit`), None where none did; `left`, where given, receives the lanes
+    where finite operands gave a non-finite result (a value left the range here)."""
     shape = np.shape(out.data)
     floats = [h for h in ins if isinstance(h, TensorHandle) and is_float(h)]
     out_vals = values(out)
@@ -286,6 +287,8 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "",
     new = _new_overflow(out_vals, [values(h) for h in floats], above)
     if new is not None:
         ovf = new if ovf is None else ovf | new
+        if left is not None:
+            left(new)
     zero_inf = _zero_times_inf(out_vals, floats)
     if zero_inf is not None:
         ovf = zero_inf if ovf is None else ovf | zero_inf

@@ -171,7 +171,7 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
 def _install_libdevice(put: Callable, session: Session) -> None:
     def after(h: Any, operands: list, rule: str) -> None:
         session.trace.ops.add("transcendental")
-        near = dataflow.elementwise(h, operands, f"create_{rule}", session.above)
+        near = dataflow.elementwise(h, operands, f"create_{rule}", session.above, session.left_range)
         if near is not None:
             session.at_limit(near)
 
@@ -212,7 +212,7 @@ def _value_hook(name: str, fn: Callable, session: Session) -> Callable:
         if pole is not None and len(args) > pole and isinstance(out, _interp.TensorHandle):
             fragile.near_pole(out, args[pole], session.close_allowance(args[pole]))
         if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
-            near = dataflow.elementwise(out, args, name, session.above)
+            near = dataflow.elementwise(out, args, name, session.above, session.left_range)
             if near is not None:
                 session.at_limit(near)
         return out
@@ -253,7 +253,7 @@ def _dot_hook(fn: Callable, session: Session) -> Callable:
         session.trace.ops.add(kind)
         out = fn(a, b, d, input_precision, *rest, **kw)
         if isinstance(out, _interp.TensorHandle) and dataflow.is_float(out):
-            near = reductions.dot(a, b, d, out, session.above)
+            near = reductions.dot(a, b, d, out, session.above, session.left_range)
             if near is not None:
                 session.at_limit(near)
         return out
@@ -452,7 +452,8 @@ def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep
     grow = combine_fn is not tl.standard._elementwise_max and combine_fn is not tl.standard._elementwise_min \
         and "arg" not in getattr(getattr(combine_fn, "fn", combine_fn), "__name__", "")
     for i, o in zip(ins, outs):
-        near = reductions.reduction(i, o, axis, keep_dims, grow, scan=scan, above=session.above)
+        near = reductions.reduction(i, o, axis, keep_dims, grow, scan=scan, above=session.above,
+                                    left=session.left_range)
         if near is not None:
             session.at_limit(near)
     for o in outs:  # (an argmax's index depends on every input: each output on each input)

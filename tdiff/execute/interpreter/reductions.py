@@ -33,7 +33,7 @@ from .fragile import fragile_of, set_fragile
 
 
 def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
-        above: float | None = None) -> np.ndarray | None:
+        above: float | None = None, left: Callable[[np.ndarray], None] | None = None) -> np.ndarray | None:
     """`tl.dot`: each output sums K products a_ik * b_kj, each with error scale M_a |b| + M_b |a|; the
     largest, grown by sqrt(K), is added in quadrature to the accumulator's (so a K loop of dots grows
     as one long dot)."""
@@ -48,7 +48,7 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
             f |= fb.any(axis=-2)[..., None, :]
         set_fragile(out, f)
     if ma is None or mb is None or ma.ndim < 2:
-        return elementwise(out, [a, b, d], "create_dot", above)
+        return elementwise(out, [a, b, d], "create_dot", above, left)
     va, vb = finite_abs(values(a)), finite_abs(values(b))
     k = ma.shape[-1]
     with np.errstate(all="ignore"):
@@ -83,6 +83,8 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
     if above is not None:
         with np.errstate(invalid="ignore"):
             new |= np.isfinite(out_vals) & (np.abs(out_vals) > above)
+    if left is not None and new.any():
+        left(new)
     eps = max(eps_of(a), eps_of(b), eps_of(d), type_eps(scalar_type(out)))
     near = near_limit(out_vals, scalar_type(out), mag, eps, above)
     if near is not None:
@@ -94,7 +96,7 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
 
 
 def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow: bool, scan: bool = False,
-              above: float | None = None) -> np.ndarray | None:
+              above: float | None = None, left: Callable[[np.ndarray], None] | None = None) -> np.ndarray | None:
     """`tl.reduce` / `tl.associative_scan` of one tensor: the largest input error scale along the
     axis (grown by sqrt(n) for sums), and any overflow along it."""
     hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
@@ -130,6 +132,8 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
         with np.errstate(invalid="ignore"):
             beyond = np.isfinite(out_vals) & (np.abs(out_vals) > above)
         new = beyond if new is None else new | beyond
+    if left is not None and new is not None and new.any():
+        left(new)
     eps = max(eps_of(hi), type_eps(scalar_type(ho)) if terms_grow else 0.0)
     near = near_limit(out_vals, scalar_type(ho), mag, eps, above) if terms_grow else None
     if terms_grow and not scan:

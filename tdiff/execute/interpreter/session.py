@@ -124,6 +124,12 @@ class Session:
         else:
             self.edge = np.maximum(self.edge, np.where(self.owners(lanes), 1.0, 0.0))
 
+    def left_range(self, lanes: np.ndarray) -> None:
+        """Finite operands gave a non-finite result in `lanes` at the user's line running now: record the line."""
+        line = user_line_now()
+        if line:
+            self.trace.overflowed[line] = self.trace.overflowed.get(line, 0) + self.count(lanes)
+
     def count(self, lanes: np.ndarray) -> int:
         """How many lanes of `lanes` are true over the running programs: in a batch, a value the same for
         every program (no program axis of the batch's length) counts once per program."""

@@ -1,0 +1,157 @@
+"""Findings: a kernel that loses accuracy the problem does not, told apart from a bug.
+
+Two verdicts say so, each naming the torch behaviour the kernel differs from (the check's reference computed by
+torch at float32, the precision a correct kernel accumulates in: the sensitivity measurement's `reference:fp32`
+run) and where the kernel's value went astray:
+
+- `intermediate overflow`: the kernel's result is an infinity or NaN where the exact result fits its dtype and
+  torch's float32 computation of the reference keeps it finite, and the interpreter saw a value the kernel computed
+  leave its dtype's range on the way (the line, from the dataflow's record): a statistic or partial sum kept in a
+  type narrower than the one torch keeps it in (a float16 sum whose partial sums stay float16: inf where
+  `torch.mean` gives 4680).
+- `numerically unstable`: the kernel's result differs from the reference beyond what the problem allows at its
+  precision, and its own float program run as a random-rounding ensemble moves as far (cancellation, eps placed
+  where it no longer guards); the line where the ensemble's spread grows, where one does.
+
+A finding fails its check as a bug does (the kernel's answer is not torch's), and the run counts findings and bugs
+apart. A check that accepts the kernel's precision declares it (a tolerance, or its inputs kept in range).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.rerun import PERTURBED, Rerun
+from .comparison import Comparison
+from .edges import overflows
+from .evidence import Evidence
+from .sensitivity import ENSEMBLE, MARGIN, PERTURBATIONS, ensemble_reruns, ensemble_spread, fit, growth
+from .targets import view
+
+NUMERICALLY_UNSTABLE = "numerically unstable"
+INTERMEDIATE_OVERFLOW = "intermediate overflow"
+#: the verdicts that report a finding (not a bug)
+LABELS = (NUMERICALLY_UNSTABLE, INTERMEDIATE_OVERFLOW)
+#: the sensitivity measurement's first run of the reference computed at float32 (torch's own algorithms)
+TORCH32 = Rerun(PERTURBED, k=PERTURBATIONS + 1)
+
+
+@dataclass(frozen=True)
+class Finding:
+    label: str
+    reason: str
+
+
+def torch32(ev: Evidence, path: str, j: tuple, shape: tuple[int, ...]) -> float | None:
+    """What the check's reference computed by torch at float32 gives at element `j` of `path` (on the inputs moved
+    by one ulp: the measurement's first float32 run), where that run is there."""
+    o = ev.extra.get(TORCH32)
+    if o is None or o.error is not None:
+        return None
+    t = view(o, ev.case).targets.get(path)
+    values = fit(t.values, shape) if t is not None else None
+    return float(values[j]) if values is not None else None
+
+
+def _fmt(v: float | None) -> str:
+    return "?" if v is None else f"{v:.6g}"
+
+
+def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | None:
+    """`intermediate overflow`, where every element `side` gets wrong is an infinity or NaN whose exact value fits
+    the target's dtype, torch's float32 computation of the reference is finite there, and a value the kernel
+    computed left its dtype's range on the way (an interpreter run's record); else None."""
+    sens = ev.rules.sensitivity
+    if sens is None or ev.outcomes[side].error is not None:
+        return None
+    lines: dict[str, int] = {}
+    for o in [ev.outcomes[side], *(o for o in ev.outcomes.values() if o.role.kind == "interpreter")]:
+        if o.trace is not None and o.trace.overflowed:
+            lines = o.trace.overflowed
+            break
+    if not lines:
+        return None
+    mine = view(ev.outcomes[side], ev.case)
+    first: tuple[str, tuple, float, float, float | None] | None = None
+    for m in cmp.mismatches:
+        if m.kind != "values" or m.mask is None:
+            return None
+        t = mine.targets.get(m.target)
+        exact = fit(sens.exact.get(m.target), m.mask.shape)
+        if t is None or exact is None or not t.dtype.is_float:
+            return None
+        values = fit(t.values, m.mask.shape)
+        wrong = m.mask
+        with np.errstate(invalid="ignore"):
+            if not bool((~np.isfinite(values[wrong])).all()) or bool(overflows(exact[wrong], t.dtype).any()):
+                return None
+        j = tuple(int(v) for v in np.argwhere(wrong)[0]) if wrong.ndim else ()
+        fp32 = torch32(ev, m.target, j, m.mask.shape)
+        if fp32 is None or not math.isfinite(fp32):
+            return None
+        if first is None:
+            first = (m.target, j, float(values[j]), float(exact[j]), fp32)
+    if first is None:
+        return None
+    path, j, got, exact_v, fp32 = first
+    line, lanes = next(iter(lines.items()))
+    return Finding(INTERMEDIATE_OVERFLOW, (
+        f"{side}'s `{path}` is {_fmt(got)} at {j} where the result fits its dtype: the reference gives "
+        f"{_fmt(exact_v)} in float64, and computed by torch at float32 (torch accumulates half types in float32) "
+        f"{_fmt(fp32)}; a value this kernel computed left its dtype's range at {line} ({lanes} lane(s)): it keeps "
+        "an intermediate in a narrower type than torch does. A finding, not a rounding dispute: if the kernel means "
+        "to (a half-precision accumulator), keep the check's inputs in range and record the region as an xfail"))
+
+
+def unstable(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | tuple[Rerun, ...] | None:
+    """`numerically unstable`, where the kernel's result differs from the reference beyond what the problem allows
+    (`Comparison.beyond_problem`) and the kernel's own float program, run as a random-rounding ensemble, moves that
+    far too (every such element within the strict tolerance plus `MARGIN` times the ensemble's spread); the
+    ensemble's reruns where they are missing; else None (a difference rounding does not produce: a bug)."""
+    if not cmp.beyond_problem or ev.outcomes[side].error is not None:
+        return None
+    missing = tuple(r for r in ensemble_reruns() if r not in ev.extra)
+    if missing:
+        return missing
+    spreads, why = ensemble_spread(ev.case, ev.extra)
+    if why is not None:
+        return None
+    mine, truth = view(ev.outcomes[side], ev.case), view(ev.outcomes[ref], ev.case)
+    worst: tuple[float, float, str, tuple, float, float] | None = None
+    for path, where in cmp.beyond_problem.items():
+        spread, ta, tr = spreads.get(path), mine.targets.get(path), truth.targets.get(path)
+        mismatch = next((m for m in cmp.mismatches if m.target == path and m.tol is not None), None)
+        if spread is None or ta is None or tr is None or mismatch is None or spread.shape != where.shape:
+            return None
+        tol = mismatch.tol
+        if tol.exact or not ta.dtype.is_float:  # (an index or an integer: rounding does not make it unstable)
+            return None
+        with np.errstate(invalid="ignore", over="ignore"):
+            a, b = ta.values[where], tr.values[where]
+            diff = np.abs(a - b)
+            allowed = tol.atol + tol.rtol * np.minimum(np.abs(a), np.abs(b)) + MARGIN * spread[where]
+            if not bool((diff <= allowed).all()):
+                return None
+        k = int(np.argmax(diff))
+        if worst is None or diff[k] > worst[0]:
+            j = tuple(int(v) for v in np.argwhere(where)[k]) if where.ndim else ()
+            worst = (float(diff[k]), float(spread[where][k]), path, j, float(a[k]), float(b[k]))
+    if worst is None:
+        return None
+    diff, spread, path, j, got, expected = worst
+    fp32 = torch32(ev, path, j, spreads[path].shape)
+    torch = f", computed by torch at float32 {_fmt(fp32)}" if fp32 is not None else ""
+    grows = growth(ev.extra)
+    where_ = (f"; the spread grows at {grows[0]} (the random-rounding runs differ there by {grows[2]:.3g} ulps, at "
+              f"most {grows[1]:.3g} in the lines computed before it)") if grows is not None else ""
+    return Finding(NUMERICALLY_UNSTABLE, (
+        f"{side}'s `{path}` differs from the reference by up to {diff:.3g} (at {j}: {_fmt(got)} where the reference "
+        f"gives {_fmt(expected)}{torch}), beyond what the problem allows at this precision (the float64 reference "
+        f"moves far less when its inputs move by one rounding, and so does torch's float32 computation of it), and "
+        f"the kernel's own float program moves by up to {spread:.3g} there when each floating operation rounds up or "
+        f"down at random ({ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not (cancellation, "
+        f"a sum or statistic in a narrower type than the output, eps placed where it no longer guards): a finding"
+        f"{where_}; if that precision is intended, declare it: tolerances={{{path!r}: ...}}"))

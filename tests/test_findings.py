@@ -1,0 +1,55 @@
+"""Findings apart from bugs (tdiff.judge.findings): a kernel that loses accuracy the problem does not names the
+torch behaviour it differs from and where its value went astray, and the run counts findings and bugs apart."""
+
+import torch
+
+import tdiff
+from tdiff.core.case import Case
+from tdiff.judge import verdict as V
+from tdiff.record.summary import is_finding, problem_lines, total_lines
+from tdiff.strategies import tensor_arg
+from tests import finding_kernels as F
+
+OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5)
+
+
+def verdict(kernel, final=True, **inputs):
+    check = kernel.__tdiff_checks__[0]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=final)
+
+
+def test_a_float16_sum_that_overflows_where_the_mean_fits_is_an_intermediate_overflow():
+    # 14 values of 4680: 65520 overflows float16 (65504) in the kernel's float16 sum; torch.mean gives 4680
+    v, _ = verdict(F.mean_half, x=torch.full((14,), 4680.0, dtype=torch.float16))
+    assert v.label == V.INTERMEDIATE_OVERFLOW and v.finding and v.failed, v
+    said = v.reasons[0]
+    assert "is inf" in said and "computed by torch at float32 (torch accumulates half types in float32) 4680" in said
+    assert "left its dtype's range at tests/finding_kernels.py:16: total = tl.sum(x, axis=0)" in said
+
+
+def test_a_sum_that_fits_passes_and_a_bug_is_no_finding():
+    v, _ = verdict(F.mean_half, x=torch.full((14,), 100.0, dtype=torch.float16))
+    assert not v.failed, v
+    assert not V.Verdict(V.VS_REFERENCE).finding and not V.Verdict(V.KERNEL_BUG).finding
+
+
+def record(verdicts, status="failed"):
+    return {"id": "m::k[c]", "status": status, "cases": 3, "wall": 1.0, "notes": [], "why": "",
+            "divergences": [{"verdict": v, "failed": True, "finding": v in V.findings.LABELS, "case": "x=...",
+                             "shrunk": None, "repro": None, "repro_note": "", "corpus": None, "source": "search"}
+                            for v in verdicts]}
+
+
+def test_the_run_counts_findings_and_bugs_apart():
+    found, bug = record([V.INTERMEDIATE_OVERFLOW]), record([V.VS_REFERENCE])
+    both = record([V.NUMERICALLY_UNSTABLE, V.KERNEL_BUG])
+    assert is_finding(found) and not is_finding(bug) and not is_finding(both)
+    assert "(a finding" in problem_lines(found, "FAILED")[0]
+    assert "(a finding" not in problem_lines(bug, "FAILED")[0]
+    summaries = [dict(found, id="a", seconds={}, shims={}, compiles=0, compile_seconds=0.0, judged=3),
+                 dict(bug, id="b", seconds={}, shims={}, compiles=0, compile_seconds=0.0, judged=3),
+                 dict(record([], "passed"), id="c", seconds={}, shims={}, compiles=0, compile_seconds=0.0, judged=3)]
+    first = total_lines(summaries, ["FAILED", "FAILED", "PASSED"], shims=False)[0]
+    assert "2 failed (1 bug(s) or error(s), 1 finding(s))" in first, first

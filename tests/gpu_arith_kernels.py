@@ -102,3 +102,7 @@ def centred(x, w):
 ROW = dict(x=tst.tensors(shape=(127,), dtype="float32"), w=tst.tensors(shape=(127,), dtype="float32"))
 tdiff.check(launch=_centred, reference=centred, name="compiled",
             backends=("interpreter", "tests.faulty:FakeCompiledGpuOther"), **ROW)(centred_times)
+
+# on a GPU machine: the real compiled kernel (tests/test_gpu.py)
+for _p in ("tf32", "tf32x3", "ieee"):
+    tdiff.check(launch=_dot(_p), reference=matmul, name=f"{_p}_compiled", **SQUARE)(dot16)

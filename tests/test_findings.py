@@ -25,8 +25,23 @@ def test_a_float16_sum_that_overflows_where_the_mean_fits_is_an_intermediate_ove
     v, _ = verdict(F.mean_half, x=torch.full((14,), 4680.0, dtype=torch.float16))
     assert v.label == V.INTERMEDIATE_OVERFLOW and v.finding and v.failed, v
     said = v.reasons[0]
-    assert "is inf" in said and "computed by torch at float32 (torch accumulates half types in float32) 4680" in said
-    assert "left its dtype's range at tests/finding_kernels.py:16: total = tl.sum(x, axis=0)" in said
+    assert "is inf" in said and "and computed by torch at float32" in said and "float32) 4680;" in said
+    assert "overflowed at tests/finding_kernels.py:16: total = tl.sum(x, axis=0)" in said
+
+
+def test_a_factor_cast_to_float16_before_it_meets_a_large_one_is_an_intermediate_underflow():
+    # liger's SwiGLU: silu(-23) = -2.4e-9 cast to float16 is -0 before it meets b = 65504, where the product
+    # (-1.5e-4) fits float16 (found by the CPU soak at a random seed, reported as a bug before)
+    from suites.liger import swiglu as S
+
+    a = torch.tensor([0.0, -11.5], dtype=torch.float16).reshape(1, 2, 1)
+    b = torch.tensor([0.0, 65504.0], dtype=torch.float16).reshape(1, 2, 1)
+    check = next(c for c in S.lib._swiglu_forward_kernel.__tdiff_checks__ if c.name == "forward")
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    v, _ = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(b), "gate_multiplier": 2.0}), final=True)
+    assert v.label == V.INTERMEDIATE_UNDERFLOW and v.finding, v
+    assert "underflowed at" in v.reasons[0] and "silu(a_row).cast(b_row.dtype) * b_row" in v.reasons[0]
 
 
 def test_a_sum_that_fits_passes_and_a_bug_is_no_finding():

@@ -407,3 +407,26 @@ def test_compiled_variants_of_an_elementwise_kernel_agree_bit_for_bit():
         a, b = ev.outcomes["compiled"], ev.outcomes["compiled[num_warps=2]"]
         assert verdict.label == "passed" and pair.comparison.ok and not pair.comparison.coarse, verdict
         assert ev.rules.ops(view(a, case), view(b, case)) == set()  # no tolerance: bit for bit
+
+
+@pytest.mark.parametrize("prec,b,caveat", [("tf32", 1e-45, True), ("tf32", 3e-42, True), ("tf32", 1e-40, False),
+                                           ("tf32x3", 1e-45, True), ("ieee", 1e-45, False)])
+def test_a_compiled_tf32_dot_of_minus_inf_and_a_subnormal_passes_as_the_gpus_arithmetic(prec, b, caveat):
+    # the H200 gives NaN for -inf * 1e-45 and 3e-42 in tf32 and tf32x3 (the subnormal truncated to 0), -inf for
+    # 1e-40 and under ieee; the interpreter gives -inf: a modelled run (interpreter:gpu) gives the NaN
+    from tests import gpu_arith_kernels as G
+
+    a, m = torch.zeros(16, 16), torch.zeros(16, 16)
+    a[0, 0], m[0, 0] = -float("inf"), b
+    check = next(c for c in G.dot16.__tdiff_checks__ if c.name == f"{prec}_compiled")
+    runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
+    judge = runner.judge(check, runner.new_result(check))
+    v, ev = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(m)}), final=True)
+    compiled = ev.outcomes["compiled"]
+    from tdiff.judge.targets import view
+
+    got = view(compiled, ev.case).targets["returned"].values[0, 0]
+    print(f"\n{prec} -inf * {b}: compiled {got}; {v.label}; {[k for k, _ in v.notes]}")
+    assert not v.failed, v
+    assert bool(np.isnan(got)) == caveat
+    assert any(k == "GPU arithmetic (NaN/inf)" for k, _ in v.notes) == caveat

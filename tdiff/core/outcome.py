@@ -187,6 +187,8 @@ class Trace:
     # "file:line: code" -> lanes where finite operands gave a non-finite result (a value left its dtype's range), in
     # the order the run met them (see tdiff.execute.interpreter.dataflow)
     overflowed: dict[str, int] = field(default_factory=dict)
+    # ... where a product, quotient, exponential or narrowing cast of nonzero operands fell below the smallest normal
+    underflowed: dict[str, int] = field(default_factory=dict)
     races: list[Race] = field(default_factory=list)
     # per input name: loads of its storage outside its view: (elements, first storage index, program, line)
     outside_reads: dict[str, tuple[int, int, int, str]] = field(default_factory=dict)

@@ -4,11 +4,12 @@ Two verdicts say so, each naming the torch behaviour the kernel differs from (th
 torch at float32, the precision a correct kernel accumulates in: the sensitivity measurement's `reference:fp32`
 run) and where the kernel's value went astray:
 
-- `intermediate overflow`: the kernel's result is an infinity or NaN where the exact result fits its dtype and
-  torch's float32 computation of the reference keeps it finite, and the interpreter saw a value the kernel computed
-  leave its dtype's range on the way (the line, from the dataflow's record): a statistic or partial sum kept in a
-  type narrower than the one torch keeps it in (a float16 sum whose partial sums stay float16: inf where
-  `torch.mean` gives 4680).
+- `intermediate overflow` (`underflow`): the kernel's result is an infinity or NaN (a zero or subnormal) where the
+  exact result fits its dtype as a normal number and torch's float32 computation of the reference keeps it so, and
+  the interpreter saw a value the kernel computed leave its dtype's range on the way (the line, from the dataflow's
+  record): a statistic, partial sum or factor kept in a type narrower than the one torch keeps it in (a float16 sum
+  whose partial sums stay float16: inf where `torch.mean` gives 4680; liger's SwiGLU casting silu(a) to float16
+  before it meets b: 0 where the product is -1.5e-4).
 - `numerically unstable`: the kernel's result differs from the reference beyond what the problem allows at its
   precision, and its own float program run as a random-rounding ensemble moves as far (cancellation, eps placed
   where it no longer guards); the line where the ensemble's spread grows, where one does.
@@ -33,8 +34,9 @@ from .targets import view
 
 NUMERICALLY_UNSTABLE = "numerically unstable"
 INTERMEDIATE_OVERFLOW = "intermediate overflow"
+INTERMEDIATE_UNDERFLOW = "intermediate underflow"
 #: the verdicts that report a finding (not a bug)
-LABELS = (NUMERICALLY_UNSTABLE, INTERMEDIATE_OVERFLOW)
+LABELS = (NUMERICALLY_UNSTABLE, INTERMEDIATE_OVERFLOW, INTERMEDIATE_UNDERFLOW)
 #: the sensitivity measurement's first run of the reference computed at float32 (torch's own algorithms)
 TORCH32 = Rerun(PERTURBED, k=PERTURBATIONS + 1)
 
@@ -61,49 +63,76 @@ def _fmt(v: float | None) -> str:
 
 
 def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | None:
-    """`intermediate overflow`, where every element `side` gets wrong is an infinity or NaN whose exact value fits
-    the target's dtype, torch's float32 computation of the reference is finite there, and a value the kernel
-    computed left its dtype's range on the way (an interpreter run's record); else None."""
+    """`intermediate overflow` (or `underflow`), where every element `side` gets wrong is an infinity or NaN (a
+    finite value) whose exact value fits the target's dtype as a normal number, torch's float32 computation of the
+    reference gives a normal value there, the interpreter's dataflow saw damage upstream of that element, and a
+    value the kernel computed overflowed (fell below its dtype's normal range: a zero or a coarsely rounded
+    subnormal) on the way (an interpreter run's record of the line); else None."""
     sens = ev.rules.sensitivity
-    if sens is None or ev.outcomes[side].error is not None:
-        return None
-    lines: dict[str, int] = {}
-    for o in [ev.outcomes[side], *(o for o in ev.outcomes.values() if o.role.kind == "interpreter")]:
-        if o.trace is not None and o.trace.overflowed:
-            lines = o.trace.overflowed
-            break
-    if not lines:
+    guide = ev.rules.guide
+    if sens is None or guide is None or ev.outcomes[side].error is not None:
         return None
     mine = view(ev.outcomes[side], ev.case)
-    first: tuple[str, tuple, float, float, float | None] | None = None
+    first: tuple[str, str, tuple, float, float, float] | None = None
     for m in cmp.mismatches:
         if m.kind != "values" or m.mask is None:
             return None
-        t = mine.targets.get(m.target)
+        t, g = mine.targets.get(m.target), guide.targets.get(m.target)
         exact = fit(sens.exact.get(m.target), m.mask.shape)
-        if t is None or exact is None or not t.dtype.is_float:
+        damaged = fit(g.overflow, m.mask.shape) if g is not None else None
+        if t is None or exact is None or damaged is None or not t.dtype.is_float:
             return None
-        values = fit(t.values, m.mask.shape)
-        wrong = m.mask
+        values, wrong = fit(t.values, m.mask.shape), m.mask
         with np.errstate(invalid="ignore"):
-            if not bool((~np.isfinite(values[wrong])).all()) or bool(overflows(exact[wrong], t.dtype).any()):
+            fits = ~overflows(exact, t.dtype) & (np.abs(exact) >= _normal(t.dtype))
+            over = ~np.isfinite(values)
+            under = np.isfinite(values)  # (a zero, or a value a subnormal intermediate rounded coarsely)
+        for how, lost in (("overflow", over), ("underflow", under)):
+            if bool((wrong & ~(lost & fits & damaged)).any()):
+                continue
+            j = tuple(int(v) for v in np.argwhere(wrong)[0]) if wrong.ndim else ()
+            fp32 = torch32(ev, m.target, j, m.mask.shape)
+            if fp32 is None or not math.isfinite(fp32) or abs(fp32) < _normal(t.dtype):
                 return None
-        j = tuple(int(v) for v in np.argwhere(wrong)[0]) if wrong.ndim else ()
-        fp32 = torch32(ev, m.target, j, m.mask.shape)
-        if fp32 is None or not math.isfinite(fp32):
+            if first is None:
+                first = (how, m.target, j, float(values[j]), float(exact[j]), fp32)
+            elif first[0] != how:
+                return None
+            break
+        else:
             return None
-        if first is None:
-            first = (m.target, j, float(values[j]), float(exact[j]), fp32)
     if first is None:
         return None
-    path, j, got, exact_v, fp32 = first
+    how, path, j, got, exact_v, fp32 = first
+    lines = _lines(ev, side, how)
+    if not lines:
+        return None
     line, lanes = next(iter(lines.items()))
-    return Finding(INTERMEDIATE_OVERFLOW, (
+    label = INTERMEDIATE_OVERFLOW if how == "overflow" else INTERMEDIATE_UNDERFLOW
+    return Finding(label, (
         f"{side}'s `{path}` is {_fmt(got)} at {j} where the result fits its dtype: the reference gives "
-        f"{_fmt(exact_v)} in float64, and computed by torch at float32 (torch accumulates half types in float32) "
-        f"{_fmt(fp32)}; a value this kernel computed left its dtype's range at {line} ({lanes} lane(s)): it keeps "
-        "an intermediate in a narrower type than torch does. A finding, not a rounding dispute: if the kernel means "
-        "to (a half-precision accumulator), keep the check's inputs in range and record the region as an xfail"))
+        f"{_fmt(exact_v)} in float64, and computed by torch at float32 (torch keeps half types' intermediates in "
+        f"float32) {_fmt(fp32)}; a value this kernel computed {how}ed at {line} ({lanes} lane(s)): it keeps an "
+        "intermediate in a narrower type than torch does. A finding, not a rounding dispute: if the kernel means "
+        "to (a half-precision intermediate), keep the check's inputs out of that range and record the region as an "
+        "xfail"))
+
+
+def _normal(dt: object) -> float:
+    """The smallest normal value of a float dtype."""
+    import torch
+
+    return float(torch.finfo(dt.torch).smallest_normal)  # type: ignore[attr-defined]
+
+
+def _lines(ev: Evidence, side: str, how: str) -> dict[str, int]:
+    """Where a run of the kernel (`side`'s own, else an interpreter opinion's) recorded a value leaving its dtype's
+    range (`how`: overflow or underflow), in the order it met them."""
+    for o in [ev.outcomes[side], *(o for o in ev.outcomes.values() if o.role.kind == "interpreter")]:
+        found = (o.trace.overflowed if how == "overflow" else o.trace.underflowed) if o.trace is not None else {}
+        if found:
+            return found
+    return {}
 
 
 def unstable(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | tuple[Rerun, ...] | None:

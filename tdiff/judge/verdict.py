@@ -36,7 +36,7 @@ from .closeness import value_mismatch
 from .compare import coarse_scale
 from .comparison import Comparison, Forgiven
 from .evidence import Evidence, Pair
-from .findings import INTERMEDIATE_OVERFLOW, NUMERICALLY_UNSTABLE
+from .findings import INTERMEDIATE_OVERFLOW, INTERMEDIATE_UNDERFLOW, NUMERICALLY_UNSTABLE
 from .integrity import GAP, GAP_READ, GUARD, OOB, UB, UNLAUNCHED, UNOBSERVED, UNWRITTEN
 from .integrity import RACE as RACE_FINDING
 from .rules import Rules
@@ -560,4 +560,5 @@ def _with_sides(v: Verdict, ev: Evidence) -> Verdict:
     return v
 
 
-__all__ = ["Verdict", "decide", "judge", "wrong", "Rules", "NUMERICALLY_UNSTABLE", "INTERMEDIATE_OVERFLOW"]
+__all__ = ["Verdict", "decide", "judge", "wrong", "Rules", "NUMERICALLY_UNSTABLE", "INTERMEDIATE_OVERFLOW",
+           "INTERMEDIATE_UNDERFLOW"]

@@ -270,11 +270,13 @@ def _underflow(rule: str, out_vals: np.ndarray, floats: list[TensorHandle], out_
 
 
 def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "",
-                above: float | None = None, left: Callable[[np.ndarray], None] | None = None) -> np.ndarray | None:
+                above: float | None = None, left: Callable[[np.ndarray, str], None] | None = None) -> np.ndarray | None:
     """An elementwise result: its error scale by first-order propagation, its precision, and where
     an overflow (or an underflow of a product) damaged it. Returns the lanes where a result came to the
     limit of its dtype's range (see `near_limit`), None where none did; `left`, where given, receives the lanes
-    where finite operands gave a non-finite result (a value left the range here)."""
+    where a value left its dtype's range here: "overflow" (finite operands gave a non-finite result) or
+    "underflow" (a product, quotient, exponential or narrowing cast of nonzero operands fell below the smallest
+    normal)."""
     shape = np.shape(out.data)
     floats = [h for h in ins if isinstance(h, TensorHandle) and is_float(h)]
     out_vals = values(out)
@@ -288,7 +290,7 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "",
     if new is not None:
         ovf = new if ovf is None else ovf | new
         if left is not None:
-            left(new)
+            left(new, "overflow")
     zero_inf = _zero_times_inf(out_vals, floats)
     if zero_inf is not None:
         ovf = zero_inf if ovf is None else ovf | zero_inf
@@ -296,6 +298,8 @@ def elementwise(out: TensorHandle, ins: Sequence[Any], name: str = "",
     under = _underflow(_rule(name), out_vals, floats, out_t, cast=name in FLOAT_CASTS)
     if under is not None:
         ovf = under if ovf is None else ovf | under
+        if left is not None:
+            left(under, "underflow")
     eps = max([eps_of(h) for h in floats], default=0.0)
     if name in CASTS:  # a cast rounds only when it narrows
         src = max((type_eps(scalar_type(h)) for h in floats), default=0.0)

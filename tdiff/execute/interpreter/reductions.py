@@ -33,7 +33,7 @@ from .fragile import fragile_of, set_fragile
 
 
 def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
-        above: float | None = None, left: Callable[[np.ndarray], None] | None = None) -> np.ndarray | None:
+        above: float | None = None, left: Callable[[np.ndarray, str], None] | None = None) -> np.ndarray | None:
     """`tl.dot`: each output sums K products a_ik * b_kj, each with error scale M_a |b| + M_b |a|; the
     largest, grown by sqrt(K), is added in quadrature to the accumulator's (so a K loop of dots grows
     as one long dot)."""
@@ -84,7 +84,7 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
         with np.errstate(invalid="ignore"):
             new |= np.isfinite(out_vals) & (np.abs(out_vals) > above)
     if left is not None and new.any():
-        left(new)
+        left(new, "overflow")
     eps = max(eps_of(a), eps_of(b), eps_of(d), type_eps(scalar_type(out)))
     near = near_limit(out_vals, scalar_type(out), mag, eps, above)
     if near is not None:
@@ -96,7 +96,7 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
 
 
 def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow: bool, scan: bool = False,
-              above: float | None = None, left: Callable[[np.ndarray], None] | None = None) -> np.ndarray | None:
+              above: float | None = None, left: Callable[[np.ndarray, str], None] | None = None) -> np.ndarray | None:
     """`tl.reduce` / `tl.associative_scan` of one tensor: the largest input error scale along the
     axis (grown by sqrt(n) for sums), and any overflow along it."""
     hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
@@ -133,7 +133,7 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
             beyond = np.isfinite(out_vals) & (np.abs(out_vals) > above)
         new = beyond if new is None else new | beyond
     if left is not None and new is not None and new.any():
-        left(new)
+        left(new, "overflow")
     eps = max(eps_of(hi), type_eps(scalar_type(ho)) if terms_grow else 0.0)
     near = near_limit(out_vals, scalar_type(ho), mag, eps, above) if terms_grow else None
     if terms_grow and not scan:

@@ -124,11 +124,13 @@ class Session:
         else:
             self.edge = np.maximum(self.edge, np.where(self.owners(lanes), 1.0, 0.0))
 
-    def left_range(self, lanes: np.ndarray) -> None:
-        """Finite operands gave a non-finite result in `lanes` at the user's line running now: record the line."""
+    def left_range(self, lanes: np.ndarray, how: str) -> None:
+        """A value left its dtype's range in `lanes` (`how`: "overflow" or "underflow") at the user's line running
+        now: record the line."""
         line = user_line_now()
         if line:
-            self.trace.overflowed[line] = self.trace.overflowed.get(line, 0) + self.count(lanes)
+            seen = self.trace.overflowed if how == "overflow" else self.trace.underflowed
+            seen[line] = seen.get(line, 0) + self.count(lanes)
 
     def count(self, lanes: np.ndarray) -> int:
         """How many lanes of `lanes` are true over the running programs: in a batch, a value the same for

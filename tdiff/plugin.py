@@ -105,6 +105,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         ordering.keep_shard(config, items, lambda it: CHECK_KEY not in it.stash or in_shard(it.stash[CHECK_KEY].id,
                                                                                                shard))
     ordering.slowest_first(config, items, lambda it: isinstance(it, TdiffItem))
+    state.preload([it.stash[CHECK_KEY].module for it in items if CHECK_KEY in it.stash])
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -11,12 +11,28 @@ from typing import Any
 
 
 def main() -> None:
+    """A worker started as a fresh interpreter (`python -c ... READ_FD WRITE_FD`)."""
     faulthandler.enable()
     conn_in = Connection(int(sys.argv[1]), writable=False)
     conn_out = Connection(int(sys.argv[2]), readable=False)
 
     import torch  # noqa: F401  (import while the parent is still busy)
 
+    serve(conn_in, conn_out)
+
+
+def forked(read_fd: int, write_fd: int, threads: int) -> None:
+    """A worker forked from the test process's preloaded zygote (`tdiff.execute.forkserver`), its output and
+    environment already its lane's."""
+    faulthandler.enable()
+    import torch
+
+    torch.set_num_threads(threads)
+    serve(Connection(read_fd, writable=False), Connection(write_fd, readable=False))
+
+
+def serve(conn_in: Connection, conn_out: Connection) -> None:
+    """Answer jobs until the parent closes the pipe or sends None."""
     from . import wire
     from .backends.run_case import run_case
     from .workers import Ahead, spin_until_readable

@@ -1,7 +1,9 @@
 """Isolated execution: one long-lived worker process per lane; a crash or hang fails one case only.
 
-Workers are started with `subprocess` (a fresh interpreter, never `fork`, so CUDA is safe) and
-talk over a pipe. A worker that crashes, times out or reports its CUDA context poisoned is
+Workers of the lanes that use no GPU are forked from a forkserver that has imported torch, Triton, tdiff and the
+checks' modules once (`forkserver`: CUDA hidden from it, so nothing it forks holds a CUDA context); workers that see
+the GPU, and workers in another environment, are started with `subprocess` (a fresh interpreter, never `fork`, so
+CUDA is safe). Both talk over a pipe. A worker that crashes, times out or reports its CUDA context poisoned is
 replaced on the next request; healthy workers are reused for every case.
 """
 
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.backend_spec import BackendSpec, Lane
 from ..core.outcome import ErrorInfo, Outcome
-from . import wire
+from . import forkserver, wire
 from .backends.run_case import run_case
 
 if TYPE_CHECKING:
@@ -99,7 +101,7 @@ class Worker:
         self.env = env
         self.python = python or sys.executable  # another environment's Python for its lanes
         self.spin = spin
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | forkserver.Forked | None = None
         self.conn_out: Connection | None = None
         self.conn_in: Connection | None = None
         self.log = None
@@ -111,6 +113,13 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def forks(self) -> bool:
+        """Whether this worker is forked from the test process's zygote (`forkserver`): a lane that uses no GPU,
+        in this environment."""
+        own = _lane(self.lane)
+        return not own.sees_gpu and not own.python and self.python == sys.executable and forkserver.enabled()
+
     def start(self) -> None:
         self.stop()
         r1, w1 = os.pipe()
@@ -118,7 +127,8 @@ class Worker:
         prefix = "tdiff-" + "".join(c if c.isalnum() else "_" for c in self.lane)[:40] + "-"
         self.log = tempfile.TemporaryFile(prefix=prefix)  # noqa: SIM115 (lives with the worker)
         self.log_pos = 0
-        self.proc = subprocess.Popen(
+        forked = forkserver.fork(r1, w2, self.log.fileno(), self.env) if self.forks else None
+        self.proc = forked if forked is not None else subprocess.Popen(
             [self.python, "-c", _BOOT, str(r1), str(w2)],
             pass_fds=(r1, w2), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=self.env,
         )
@@ -255,10 +265,13 @@ class Pool:
         return w
 
     def warm(self, lanes: Sequence[str]) -> None:
-        """Start workers early so their imports overlap with other work."""
+        """Start workers early so their imports overlap with other work; for lanes forked from the zygote, the
+        zygote (they fork when their first case comes, once it has imported the run's checks' modules)."""
         for lane in lanes:
             w = self.worker(lane)
-            if not w.alive:
+            if w.forks:
+                forkserver.zygote(w.env)
+            elif not w.alive:
                 w.start()
 
     def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:

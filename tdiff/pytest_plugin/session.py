@@ -135,6 +135,15 @@ class TdiffSession:
         lanes = sorted({b.lane for b in backends} | {"ref"})
         shared_pool(self.options.gpu).warm(lanes)
 
+    def preload(self, modules: list[str]) -> None:
+        """The modules that declare the checks this process runs: the workers' zygote imports them once, for every
+        worker it forks (tdiff.execute.forkserver)."""
+        if self.is_controller or self.options.isolation == "none":
+            return
+        from ..execute import forkserver
+
+        forkserver.preload(sorted({m for m in modules if m and not m.startswith("__")}))
+
     def header(self) -> list[str]:
         from ..core.backend_spec import default_backends, labels
         from ..execute.gpus import device_count

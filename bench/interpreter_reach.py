@@ -47,7 +47,6 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.autotuner import Autotuner, Heuristics  # noqa: E402
-from triton.runtime.jit import JITFunction  # noqa: E402
 
 from tdiff.core import kernels  # noqa: E402
 from tdiff.core.case import Case  # noqa: E402

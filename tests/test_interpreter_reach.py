@@ -211,4 +211,7 @@ def test_an_unpatched_builtin_is_named_in_the_error():
 
     out = InterpreterBackend().run(H.warps_assumed.__tdiff_checks__[0], Case({"x": tensor_arg(torch.ones(4))}))
     assert out.error.limitation == "unpatched-builtin" and "triton.language.extra.cuda" in out.error.message
-    assert "num_warps" in out.error.message and "compile options" in limitations.describe("unpatched-builtin")
+    assert "num_warps" in out.error.explained and "compile options" in limitations.describe("unpatched-builtin")
+    r = tdiff.Runner(OPTS.with_(max_examples=3)).run_check(H.warps_assumed.__tdiff_checks__[0])
+    notes = " ".join(r.notes)  # the "not judged" note names the builtin
+    assert r.judged == 0 and "the builtin `triton.language.extra.cuda" in notes and "num_warps`" in notes, notes

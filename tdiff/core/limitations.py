@@ -69,7 +69,7 @@ KNOWN: tuple[Limitation, ...] = (
     Limitation("gluon", "a Gluon kernel (`@triton.experimental.gluon.jit`), which Triton's interpreter does not run",
                (ValueError,), r"@triton\.gluon\.jit"),
     Limitation("unpatched-builtin", "a Triton builtin that Triton's interpreter leaves unpatched, such as those that "
-               "read the compile options (`tl.extra.cuda.num_warps()`, `num_threads()`); the error names it",
+               "read the compile options (`tl.extra.cuda.num_warps()`, `num_threads()`)",
                (ValueError,), r"`_(semantic|builder)` argument must be provided outside of JIT functions",
                explain=_builtin_called),
     Limitation("argmax-all-nan", "an argmax / argmin (`tl.argmax`, `tl.max(..., return_indices=True)`) over a slice "

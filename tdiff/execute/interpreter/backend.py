@@ -331,6 +331,7 @@ class InterpreterBackend:
                 detail = known.explain(exc) if known.explain is not None else ""
                 if detail:
                     outcome.error.message = f"{outcome.error.message} ({detail})"
+                    outcome.error.explained = detail
             returned = None
         outcome.returned_args = session.live.locate(returned, plan)
         outcome.storages = plan.snapshot()

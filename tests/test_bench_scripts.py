@@ -44,3 +44,19 @@ def test_reduce_runs_a_corpus_entry_and_counts_unchecked_reductions_as_not_reduc
     assert r.stdout.startswith("1 of 2 entries that fail here (50%) reduced to at most a quarter"), r.stdout
     assert "1 reduced with the compiled verdict not rechecked (no GPU) count as not reduced" in r.stdout
     assert r.stdout.splitlines()[-1] == "2"  # (the def and `x = 1`; not the docstring)
+
+
+def test_interpreter_reach_runs_liger_swiglu_and_tables_it(tmp_path):
+    import json
+
+    import pytest
+
+    pytest.importorskip("liger_kernel")
+    out = tmp_path / "reach.json"
+    r = _run("bench/interpreter_reach.py", "--libraries", "liger-kernel", "--only", "ops.swiglu.", "--json", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    results = json.loads(out.read_text())["results"]
+    assert len(results) >= 6 and {x["status"] for x in results} == {"runs"}, results
+    r = _run("bench/interpreter_reach.py", "--table", str(out))
+    assert r.returncode == 0 and f"| all: runs in tdiff's interpreter | {len(results)} / {len(results)} (100%) |" \
+        in r.stdout, r.stdout + r.stderr

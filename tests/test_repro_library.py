@@ -142,11 +142,23 @@ def _lowest(dtype):
     return 0
 
 
+_cast = tl.cast  # builtin-aliases: a module-level alias of a builtin
+
+
+@triton.jit
+def _one_if_fp32(dtype):
+    if dtype is tl.float32:  # constexpr-is: the dtype arrives wrapped in constexpr (constexpr-args)
+        return 1.0
+    return 2.0
+
+
 @triton.jit
 def _all_shims(x_ptr, b_ptr, acc_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    live = offs < n
+    live = (offs < n) & (tl.program_id(0) < 1)  # bool-splat: a scalar comparison broadcast into the mask
     x = tl.load(x_ptr + offs, mask=live, other=_lowest(x_ptr.type.element_ty))
+    for i in range(1):
+        x = _cast(x, tl.float32) * _one_if_fp32(x_ptr.type.element_ty) + i.to(tl.float32)  # int-methods
     b = tl.load(b_ptr + offs, mask=live, other=0.0)  # bfloat16
     prod = b * b + b * 1.5  # bf16-arith, bf16-constants
     tl.atomic_add(acc_ptr + offs, prod, mask=live)  # bf16-atomics
@@ -168,7 +180,8 @@ def _launch_all(kernel, x, b):
 
 def test_all_shims_in_one_kernel_compute_what_tdiffs_interpreter_computed(tmp_path):
     """A kernel that needs every shim (float argument, bf16 arithmetic, constants, atomics and reduction,
-    a dtype passed to a device function, `and` between tensors, libdevice, tl.maximum with NaN): stock
+    a dtype passed to a device function, `and` between tensors, libdevice, tl.maximum with NaN, an alias of a
+    builtin, a comparison splat into a mask, `.to()` on a loop index, `is` on a dtype): stock
     TRITON_INTERPRET=1 fails or computes differently; the reproducer's interpreter side matches tdiff's
     interpreter bit for bit and reports the same shims."""
     check = tdiff.check(launch=_launch_all, x=tst.tensors(shape=(8,)),

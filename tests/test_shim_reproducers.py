@@ -34,6 +34,8 @@ pytestmark = pytest.mark.triton_matrix
 
 WRONG = ("tests.faulty:FaultyFirstProgram", "interpreter")
 
+cast = tl.cast  # a module-level alias of a builtin, as released kernels write it
+
 
 @triton.jit
 def float_args(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
@@ -138,6 +140,45 @@ def masked_relu_sum(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
     tl.store(out_ptr, tl.sum(relu, axis=0))
 
 
+@triton.jit
+def builtin_aliases(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    tl.store(out_ptr + offs, cast(x * 3, tl.float16).to(tl.float32), mask=m)  # stock: "`_semantic` argument ..."
+
+
+@triton.jit
+def bool_splat(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = (offs < n) & (tl.program_id(0) < 1)  # a scalar comparison splat: stock makes it int32
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)  # stock: "mask has unsupported dtype"
+    tl.store(out_ptr + offs, x * 2, mask=m)
+
+
+@triton.jit
+def int_methods(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for i in range(2):
+        acc += tl.load(x_ptr + i.to(tl.int64) * 0 + offs, mask=offs < n, other=0.0)  # stock: an int has no .to
+    tl.store(out_ptr + offs, acc, mask=offs < n)
+
+
+@triton.jit
+def _scale_for(dtype):
+    if dtype is tl.float32:  # the compiler compares the constexpr's value
+        return 3.0
+    return 1.0
+
+
+@triton.jit
+def constexpr_is(x_ptr, out_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * _scale_for(tl.float32), mask=offs < n)
+
+
 def _launch(kernel, x):
     block = triton.next_power_of_2(x.numel())
     out = torch.zeros(2 * block, dtype=torch.float32, device=x.device)  # (bf16_atomics' scratch in the second half)
@@ -162,6 +203,10 @@ CASES = [
     ("nan-minmax-reduction", shims.NAN_MINMAX, compat.reduce_minmax_propagates_nan(), nan_max_reduction, NAN, WRONG),
     ("fma-rounding", shims.FMA_ROUNDING, not compat.fma_rounds_once(), fma_rounding, F32, WRONG),
     ("masked-lanes", None, True, masked_relu_sum, F32[:5], ("interpreter", "reference")),
+    ("builtin-aliases", shims.BUILTIN_ALIASES, True, builtin_aliases, F32, WRONG),
+    ("bool-splat", shims.BOOL_SPLAT, True, bool_splat, F32, WRONG),
+    ("int-methods", shims.INT_METHODS, True, int_methods, F32, WRONG),
+    ("constexpr-is", shims.CONSTEXPR_IS, True, constexpr_is, F32, WRONG),
 ]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -27,11 +28,29 @@ class Limitation:
     types: tuple[type[BaseException], ...]
     pattern: str  # regex searched in the exception's message
     in_interpreter: bool = True  # must be raised from triton/runtime/interpreter.py or triton/language
+    explain: Callable[[BaseException], str] | None = None  # what this occurrence is, for the error's message
 
     def matches(self, exc: BaseException) -> bool:
         if not isinstance(exc, self.types) or not re.search(self.pattern, str(exc)):
             return False
         return not self.in_interpreter or _raised_in_triton(exc)
+
+
+def _builtin_called(exc: BaseException) -> str:
+    """The builtin a `_semantic` / `_builder` error came from: the function Triton's `@builtin` wrapper held."""
+    e: BaseException | None = exc
+    while e is not None:
+        tb, name = e.__traceback__, ""
+        while tb is not None:
+            frame = tb.tb_frame
+            fn = frame.f_locals.get("fn") if frame.f_code.co_name == "wrapper" else None
+            if fn is not None and frame.f_code.co_filename.endswith(os.path.join("language", "core.py")):
+                name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', fn)}"
+            tb = tb.tb_next
+        if name:
+            return f"the builtin `{name}`, called without Triton's interpreter semantic"
+        e = e.__cause__ or e.__context__
+    return ""
 
 
 KNOWN: tuple[Limitation, ...] = (
@@ -47,9 +66,15 @@ KNOWN: tuple[Limitation, ...] = (
                (NotImplementedError,), r"libdevice function \S+ has no interpreter shim", in_interpreter=False),
     Limitation("bf16-atomic", "a bf16 atomic operation tdiff's interpreter does not emulate",
                (NotImplementedError,), r"bf16 atomic \S+ is not supported", in_interpreter=False),
-    Limitation("launch-option-builtins", "builtins that read the compile options (`tl.extra.cuda.num_warps()`, "
-               "`num_threads()`), which Triton's interpreter leaves unpatched",
-               (ValueError,), r"`_semantic` argument must be provided outside of JIT functions"),
+    Limitation("gluon", "a Gluon kernel (`@triton.experimental.gluon.jit`), which Triton's interpreter does not run",
+               (ValueError,), r"@triton\.gluon\.jit"),
+    Limitation("unpatched-builtin", "a Triton builtin that Triton's interpreter leaves unpatched, such as those that "
+               "read the compile options (`tl.extra.cuda.num_warps()`, `num_threads()`)",
+               (ValueError,), r"`_(semantic|builder)` argument must be provided outside of JIT functions",
+               explain=_builtin_called),
+    Limitation("argmax-all-nan", "an argmax / argmin (`tl.argmax`, `tl.max(..., return_indices=True)`) over a slice "
+               "that is all NaN: Triton's interpreter calls numpy's nanargmax, which raises",
+               (ValueError,), r"All-NaN slice encountered", in_interpreter=False),
     Limitation("fp16-atomic-overflow", "an fp16 atomic whose result overflows (Triton's interpreter raises "
                "OverflowError where the GPU stores inf; FINDINGS.md triton 10)",
                (OverflowError,), r"overflow to signed inf"),

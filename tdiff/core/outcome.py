@@ -70,6 +70,7 @@ class ErrorInfo:
     where: str = ""
     details: str = ""
     limitation: str = ""  # for kind "limitation": the name of the known interpreter gap (tdiff.core.limitations)
+    explained: str = ""  # for kind "limitation": what this occurrence is, where the limitation can tell (a builtin)
 
     def summary(self) -> str:
         loc = f" at {self.where}" if self.where else ""

@@ -21,6 +21,7 @@ class Classification:
     action: str  # JUDGE, DISCARD or FAIL
     reason: str = ""  # for DISCARD: the limitation's name; for FAIL: what failed
     sides: tuple[str, ...] = ()  # the backends that failed or hit the limitation
+    explained: str = ""  # for DISCARD: what the limitation was here, where it can tell (`ErrorInfo.explained`)
 
     @property
     def judged(self) -> bool:
@@ -57,8 +58,10 @@ def classify(a: Outcome, b: Outcome) -> Classification:
     if hard:
         return Classification(FAIL, "; ".join(outcome_failure(o) for o in hard), tuple(o.backend for o in hard))
     names = sorted({o.error.limitation for o in errors})  # type: ignore[union-attr]
-    return Classification(DISCARD, ", ".join(names), tuple(o.backend for o in errors))
+    explained = sorted({o.error.explained for o in errors if o.error.explained})  # type: ignore[union-attr]
+    return Classification(DISCARD, ", ".join(names), tuple(o.backend for o in errors), "; ".join(explained))
 
 
 def describe_discard(c: Classification) -> str:
-    return "; ".join(limitations.describe(n) for n in c.reason.split(", "))
+    text = "; ".join(limitations.describe(n) for n in c.reason.split(", "))
+    return f"{text}: {c.explained}" if c.explained else text

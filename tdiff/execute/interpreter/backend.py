@@ -38,7 +38,7 @@ from ..plan import LaunchPlan, capture_returned, deterministic_empty, grid3, lau
 from . import batched, coverage, shims, undo
 from .hooks import instrumented
 from .memory import Region
-from .scope import interpreting, rewritten
+from .scope import bind_globals, interpreting, rewritten
 from .session import InterpreterOptions, KernelRunError, Program, Session, all_programs, linear, sample_programs
 
 # ------------------------------------------------------------------ one launch
@@ -101,6 +101,7 @@ def _launching(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[s
             (_global(fn, "range", batched.loop_range) if batch else contextlib.nullcontext()):
         warnings.simplefilter("ignore", RuntimeWarning)
         run_fn = rewritten(fn)
+        bind_globals(fn)
         args_cvt = shims.convert_args(host_args, constexprs, _interp._implicit_cvt, s.trace.shims)
         builder.set_grid_dim(*g)
         yield builder, run_fn, args_cvt
@@ -328,6 +329,10 @@ class InterpreterBackend:
             if known is not None:
                 outcome.error.kind = "limitation"
                 outcome.error.limitation = known.name
+                detail = known.explain(exc) if known.explain is not None else ""
+                if detail:
+                    outcome.error.message = f"{outcome.error.message} ({detail})"
+                    outcome.error.explained = detail
             returned = None
         outcome.returned_args = session.live.locate(returned, plan)
         outcome.storages = plan.snapshot()

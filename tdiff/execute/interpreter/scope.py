@@ -12,7 +12,9 @@ Two Triton defects are handled here:
   `range(0, tl.cdiv(K, BK))` over a runtime bound fails; we install the conversion of Triton 3.7+
   (`tdiff.compat`).
 
-Two shims act here (`shims`): `constexpr-args` in device calls and `tensor-and-or` in the rewrite.
+Shims act here (`shims`): `constexpr-args` in device calls; `tensor-and-or`, `constexpr-is` and `int-methods` in
+the rewrite; `builtin-aliases` on the globals of each kernel's and device function's module (`bind_globals`: a
+module-level name bound to a builtin, `cast = tl.cast`, calls the patched builtin while the scope lasts).
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ _depth = 0
 _knob_saved: Any = _MISSING
 # (object, attribute, patched value, original value or _MISSING): computed once, replayed per scope
 _patches: list[tuple[object, str, Any, Any]] | None = None
+# id(original builtin) -> (builtin, object, attribute) for the builtins among the patches (`shims.alias_targets`)
+_alias_targets: dict[int, tuple[Any, object, str]] = {}
+# module globals rebound in this scope (`bind_globals`): (globals, name, original value); the ids of those dicts
+_bound: list[tuple[dict[str, Any], str, Any]] = []
+_bound_dicts: set[int] = set()
 
 
 def _anchor() -> None:
@@ -81,6 +88,10 @@ class _Rewriter(_interp.FunctionRewriter):
         tree = super()._transform_ast(src)
         if shims.ENABLED[shims.BOOL_OPS]:
             tree = ast.fix_missing_locations(shims.BoolOps(shims.__name__).visit(tree))
+        if shims.ENABLED[shims.CONSTEXPR_IS]:
+            tree = ast.fix_missing_locations(shims.IsOps(shims.__name__).visit(tree))
+        if shims.ENABLED[shims.INT_METHODS]:
+            tree = ast.fix_missing_locations(shims.IntMethods(shims.__name__).visit(tree))
         if coverage.covered(self.fn):
             tree = coverage.instrument(tree, self.fn)
         return tree
@@ -89,7 +100,7 @@ class _Rewriter(_interp.FunctionRewriter):
 def rewritten(fn: Callable) -> Callable:
     """The interpreter's rewrite of a raw kernel function (cached per function), with tensor
     `and`/`or` made elementwise."""
-    key = (fn, shims.ENABLED[shims.BOOL_OPS])
+    key = (fn, shims.ENABLED[shims.BOOL_OPS], shims.ENABLED[shims.CONSTEXPR_IS], shims.ENABLED[shims.INT_METHODS])
     out = _rewritten.get(key)  # type: ignore[call-overload]
     if out is None:
         out = _Rewriter(fn).rewrite_ast()
@@ -100,7 +111,23 @@ def rewritten(fn: Callable) -> Callable:
 def _device_call(self: JITFunction, *args: Any, **kwargs: Any) -> Any:
     kwargs.pop("_semantic", None)
     args, kwargs = shims.constexpr_args(args, kwargs)  # the compiler wraps dtype arguments in constexpr
+    bind_globals(self.fn)
     return rewritten(self.fn)(*args, **kwargs)
+
+
+def bind_globals(fn: Callable) -> None:
+    """In the scope, the module-level names of `fn`'s module bound to a Triton builtin call the patched builtin
+    (`builtin-aliases`); undone when the scope ends."""
+    g = getattr(fn, "__globals__", None)
+    if g is None or id(g) in _bound_dicts or not _depth:
+        return
+    _bound_dicts.add(id(g))
+
+    def put(d: dict[str, Any], name: str, value: Any) -> None:
+        _bound.append((d, name, d[name]))
+        d[name] = value
+
+    shims.bind_aliases(g, _alias_targets, put)
 
 
 def _compute_patches() -> list[tuple[object, str, Any, Any]]:
@@ -128,9 +155,10 @@ def _current(obj: object, name: str) -> Any:
 
 
 def _enter() -> None:
-    global _patches, _knob_saved
+    global _patches, _knob_saved, _alias_targets
     if _patches is None or any(_current(obj, name) is not old for obj, name, _, old in _patches[::16]):
         _patches = _compute_patches()  # first use, or someone else changed the language since
+        _alias_targets = shims.alias_targets(_patches)
     if _knobs is not None:
         _knob_saved = _knobs.runtime.__dict__.get("interpret", _MISSING)
         _knobs.runtime.__dict__["interpret"] = True  # no env change: child processes are unaffected
@@ -140,6 +168,11 @@ def _enter() -> None:
 
 def _exit() -> None:
     global _knob_saved
+    for g, name, old in reversed(_bound):
+        if hasattr(g.get(name), "__tdiff_alias_of__"):  # (unless the module rebound it meanwhile)
+            g[name] = old
+    _bound.clear()
+    _bound_dicts.clear()
     for obj, name, _, old in reversed(_patches or []):
         if old is _MISSING:
             if name in vars(obj):

@@ -21,12 +21,18 @@ from .libdevice import compute_libdevice, install_libdevice
 from .shims import (
     BF16_ARITH,
     BOOL_OPS,
+    BUILTIN_ALIASES,
     CONSTEXPR_ARGS,
+    CONSTEXPR_IS,
     ENABLED,
     FLOAT_ARGS,
+    INT_METHODS,
     LIBDEVICE,
     BoolOps,
+    IntMethods,
+    IsOps,
     bf16_reduce,
+    bind_aliases,
     bool_op,  # noqa: F401  (the rewritten kernels reach it as this module's attribute)
     constexpr_args,
     count_into,
@@ -34,6 +40,8 @@ from .shims import (
     implicit_cvt,
     install_builder,
     install_reductions,
+    int_method,  # noqa: F401  (as bool_op)
+    is_op,  # noqa: F401  (as bool_op)
 )
 from .undefined import OtherGiven, poisoned_other, undefined_lanes
 
@@ -57,15 +65,49 @@ def install(names: Iterable[str], used: Counter, poison: bool = False) -> None:
         _install_bf16_reduce(interp, used)
     if CONSTEXPR_ARGS in wanted:
         _install_constexpr_args(interp)
-    if BOOL_OPS in wanted:
-        transform = interp.FunctionRewriter._transform_ast
-        interp.FunctionRewriter._transform_ast = lambda self, src: ast.fix_missing_locations(
-            BoolOps(__name__).visit(transform(self, src)))
+    visitors = [v for name, v in ((BOOL_OPS, BoolOps), (CONSTEXPR_IS, IsOps), (INT_METHODS, IntMethods))
+                if name in wanted]
+    if visitors:
+        _install_rewrites(interp, visitors)
+    if BUILTIN_ALIASES in wanted:
+        _install_aliases(interp)
     if LIBDEVICE in wanted:
         install_libdevice(setattr, lambda name, *args, **_: compute_libdevice(name, args, used))
     if poison:
         _install_poison(interp, builder)
     count_into(used)
+
+
+def _install_rewrites(interp: Any, visitors: list[Any]) -> None:
+    transform = interp.FunctionRewriter._transform_ast
+
+    def rewrite(self: Any, src: str) -> Any:
+        tree = transform(self, src)
+        for visitor in visitors:
+            tree = ast.fix_missing_locations(visitor(__name__).visit(tree))
+        return tree
+
+    interp.FunctionRewriter._transform_ast = rewrite
+
+
+def _install_aliases(interp: Any) -> None:
+    """After Triton patches the language for a kernel or device function, the module-level names of its module
+    bound to a builtin call the patched builtin (`builtin-aliases`)."""
+    import triton.language as tl
+
+    targets: dict[int, tuple[Any, object, str]] = {}
+    for owner in (tl, tl.core, tl.math):
+        for name, value in list(vars(owner).items()):
+            if callable(value) and tl.core.is_builtin(value):
+                targets.setdefault(id(value), (value, owner, name))
+    patch = interp._patch_lang
+
+    def patch_lang(fn: Any) -> Any:
+        out = patch(fn)
+        bind_aliases(fn.__globals__, targets, lambda g, k, v: g.__setitem__(k, v))
+        return out
+
+    interp._patch_lang = patch_lang
 
 
 def _install_bf16_reduce(interp: Any, used: Counter) -> None:

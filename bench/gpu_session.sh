@@ -275,6 +275,19 @@ step_bench1() {  # bench/bench.py on one-program grids: tdiff's cost per case ag
     summary "bench/bench.py --grids 1 ($TAG): exit $?, $((SECONDS - t0)) s; $(grep 'per case' "$OUT/bench1_${TAG:-now}.txt")"
 }
 
+step_soak() {  # the seed soak (bench/soak.py): the main job at SOAK_SEEDS random seeds, a fresh Triton cache each
+    local t0=$SECONDS
+    rm -rf .tdiff .hypothesis
+    $PY bench/soak.py --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out /tmp/soak > "$OUT/soak_${TAG:-now}.txt" 2>&1
+    cp /tmp/soak/soak.md "$OUT/soak_${TAG:-now}.md" 2>/dev/null
+    summary "soak ($TAG): exit $?, $((SECONDS - t0)) s; $(grep -E '^\[|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
+}
+
+step_gpu_arith() {  # the GPU's arithmetic as a modelled opinion: the tf32 -inf * subnormal case on the compiled kernel
+    $PY -m pytest tests/test_gpu.py -k "tf32_dot_of_minus_inf" -q -s -p no:cacheprovider > "$OUT/gpu_arith.txt" 2>&1
+    summary "gpu arithmetic test: exit $?; $(grep -E 'compiled|passed|failed' "$OUT/gpu_arith.txt" | tr '\n' ' ' | cut -c1-900)"
+}
+
 setup
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(main localize findings gpu_tests seeds stages)

@@ -131,8 +131,12 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     measured = sensitivity.measure(case, perturbed) if perturbed is not None and sensitivity.measured(perturbed) \
         else None
     guided = view(guide, case) if guide is not None else None
-    model = modelled.measure(case, perturbed, guided) if perturbed is not None and modelled.measured(perturbed) \
-        else None
+    # (the interpreter opinion's own run, rounded to nearest in IEEE arithmetic, beside the modelled runs: never a
+    # backend that plays another part, whatever trace it has)
+    ieee = next((o for o in outcomes.values() if o.role.kind == "interpreter" and o.error is None
+                 and o.trace is not None and not _reordered_or_upcast(o)), None)
+    model = modelled.measure(case, perturbed, view(ieee, case) if ieee is not None else None) \
+        if perturbed is not None and modelled.measured(perturbed) else None
     carry = carried.measure(case, perturbed, guided) if perturbed is not None and carried.measured(perturbed) \
         else None
     rules = rules.for_case(guided, exact, measured, model, carry)

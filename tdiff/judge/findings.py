@@ -25,10 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.rerun import PERTURBED, Rerun
+from ..core.rerun import FLOAT64_RUN, PERTURBED, Rerun
 from .comparison import Comparison
 from .edges import overflows
-from .evidence import Evidence
+from .evidence import Evidence, same_path
 from .sensitivity import ENSEMBLE, MARGIN, PERTURBATIONS, ensemble_reruns, ensemble_spread, fit, growth
 from .targets import view
 
@@ -62,27 +62,42 @@ def _fmt(v: float | None) -> str:
     return "?" if v is None else f"{v:.6g}"
 
 
-def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | None:
+def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | tuple[Rerun, ...] | None:
     """`intermediate overflow` (or `underflow`), where every element `side` gets wrong is an infinity or NaN (a
     finite value) whose exact value fits the target's dtype as a normal number, torch's float32 computation of the
-    reference gives a normal value there, the interpreter's dataflow saw damage upstream of that element, and a
-    value the kernel computed overflowed (fell below its dtype's normal range: a zero or a coarsely rounded
-    subnormal) on the way (an interpreter run's record of the line); else None."""
+    reference gives a normal value there, the interpreter's dataflow saw damage upstream of that element, a value the
+    kernel computed overflowed (fell below its dtype's normal range: a zero or a coarsely rounded subnormal) on the
+    way (an interpreter run's record of the line), and the kernel's own program run in float64 (the interpreter on
+    upcast inputs: the same operations, none out of range) agrees with the reference there: the kernel's formula is
+    right and its type too narrow. The float64 run where it is missing; else None (a formula the float64 run gets
+    wrong too is a bug, whatever over- or underflowed on the way)."""
     sens = ev.rules.sensitivity
     guide = ev.rules.guide
     if sens is None or guide is None or ev.outcomes[side].error is not None:
         return None
-    mine = view(ev.outcomes[side], ev.case)
+    if not _lines(ev, side, "overflow") and not _lines(ev, side, "underflow"):
+        return None
+    if FLOAT64_RUN not in ev.extra:
+        return (FLOAT64_RUN,)
+    wide = ev.extra[FLOAT64_RUN]
+    if wide.error is not None or not same_path(guide.outcome, wide):
+        return None
+    mine, wider = view(ev.outcomes[side], ev.case), view(wide, ev.case)
     first: tuple[str, str, tuple, float, float, float] | None = None
     for m in cmp.mismatches:
         if m.kind != "values" or m.mask is None:
             return None
-        t, g = mine.targets.get(m.target), guide.targets.get(m.target)
+        t, g, w = mine.targets.get(m.target), guide.targets.get(m.target), wider.targets.get(m.target)
         exact = fit(sens.exact.get(m.target), m.mask.shape)
         damaged = fit(g.overflow, m.mask.shape) if g is not None else None
-        if t is None or exact is None or damaged is None or not t.dtype.is_float:
+        if t is None or w is None or exact is None or damaged is None or not t.dtype.is_float or m.tol is None:
             return None
         values, wrong = fit(t.values, m.mask.shape), m.mask
+        with np.errstate(invalid="ignore", over="ignore"):  # (the kernel's formula in float64: the reference's?)
+            loose = m.tol.loosened(4)
+            right = np.abs(fit(w.values, m.mask.shape) - exact) <= loose.atol + loose.rtol * np.abs(exact)
+        if not bool(right[wrong].all()):
+            return None
         with np.errstate(invalid="ignore"):
             fits = ~overflows(exact, t.dtype) & (np.abs(exact) >= _normal(t.dtype))
             over = ~np.isfinite(values)

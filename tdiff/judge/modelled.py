@@ -121,7 +121,8 @@ def _shown(v: float) -> str:
 
 
 def measure(case: Case, extra: Mapping[Rerun, Outcome], guide: View | None) -> Modelled:
-    """The modelled runs' targets (`reruns()`, all in `extra`), the guide's run first."""
+    """The modelled runs' targets (`reruns()`, all in `extra`), the interpreter opinion's own run (`guide`: IEEE
+    arithmetic rounded to nearest) first."""
     runs = [extra[r] for r in reruns()]
     failed = next((o for o in runs if o.error is not None), None)
     if failed is not None:

@@ -522,7 +522,9 @@ def _finding(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdict
     cmp = p.comparison
     if cmp is None:
         return None
-    found = findings.left_range(ev, cmp, side, ref)
+    found = findings.left_range(ev, cmp, side, ref)  # type: ignore[assignment]
+    if isinstance(found, tuple):
+        return Verdict(UNDECIDED, needs=found)
     if found is None and final:
         found = findings.unstable(ev, cmp, side, ref)  # type: ignore[assignment]
         if isinstance(found, tuple):

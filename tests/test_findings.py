@@ -67,4 +67,4 @@ def test_the_run_counts_findings_and_bugs_apart():
                  dict(bug, id="b", seconds={}, shims={}, compiles=0, compile_seconds=0.0, judged=3),
                  dict(record([], "passed"), id="c", seconds={}, shims={}, compiles=0, compile_seconds=0.0, judged=3)]
     first = total_lines(summaries, ["FAILED", "FAILED", "PASSED"], shims=False)[0]
-    assert "2 failed (1 bug(s) or error(s), 1 finding(s))" in first, first
+    assert "; 1 passed, 2 failed; of those failed: 1 bug(s) or error(s), 1 finding(s);" in first, first

@@ -161,7 +161,7 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
     red = [s for s, label in zip(summaries, labels or ()) if label in ("FAILED", "ERROR", "XPASS(strict)")]
     if red:
         found = sum(1 for s in red if is_finding(s))
-        outcomes += f" ({len(red) - found} bug(s) or error(s), {found} finding(s))"
+        outcomes += f"; of those failed: {len(red) - found} bug(s) or error(s), {found} finding(s)"
     lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged){outcomes}; "
              f"time in backends: {t}{comp}"]
     if used and shims:

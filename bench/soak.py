@@ -62,7 +62,8 @@ def run_seed(seed: int, args: argparse.Namespace, out: Path) -> tuple[dict | Non
     if args.fresh_triton_cache:
         env["TRITON_CACHE_DIR"] = str(here / "triton-cache")
     json_path = here / "run.json"
-    cmd = [sys.executable, "-m", "pytest", "--tdiff", *args.paths, "-n", str(args.workers), "-q",
+    plugin = [] if _installed() else ["-p", "tdiff.plugin"]  # (a checkout used without installing it)
+    cmd = [sys.executable, "-m", "pytest", *plugin, "--tdiff", *args.paths, "-n", str(args.workers), "-q",
            "-p", "no:cacheprovider", "--tdiff-seed", str(seed), "--tdiff-json", str(json_path),
            "--tdiff-run-dir", str(here / "run"), "--tdiff-database", str(here / "db"), *args.pytest_args]
     t0 = time.perf_counter()
@@ -73,6 +74,13 @@ def run_seed(seed: int, args: argparse.Namespace, out: Path) -> tuple[dict | Non
         shutil.rmtree(here / "triton-cache", ignore_errors=True)
     payload = json.loads(json_path.read_text()) if json_path.exists() else None
     return payload, wall, code
+
+
+def _installed() -> bool:
+    """Whether tdiff's pytest plugin is registered by its entry point (tdiff installed)."""
+    from importlib.metadata import entry_points
+
+    return any(e.value == "tdiff.plugin" for e in entry_points(group="pytest11"))
 
 
 def failures_of(payload: dict) -> list[tuple[str, str, dict, bool]]:

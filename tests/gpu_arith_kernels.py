@@ -23,7 +23,7 @@ def dot16(a_ptr, b_ptr, c_ptr, PREC: tl.constexpr):
 
 def _dot(prec):
     def launch(kernel, a, b):
-        c = torch.empty(16, 16, dtype=torch.float32)
+        c = torch.empty(16, 16, dtype=torch.float32, device=a.device)
         kernel[(1,)](a, b, c, PREC=prec)
         return c
 

@@ -423,6 +423,7 @@ def test_a_compiled_tf32_dot_of_minus_inf_and_a_subnormal_passes_as_the_gpus_ari
     judge = runner.judge(check, runner.new_result(check))
     v, ev = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(m)}), final=True)
     compiled = ev.outcomes["compiled"]
+    assert compiled.error is None, compiled.error
     from tdiff.judge.targets import view
 
     got = view(compiled, ev.case).targets["returned"].values[0, 0]

@@ -4,7 +4,8 @@ kernel wrote move when the kernel's stores move within their admissible rounding
 An output the kernel did not write (a gradient `launch` multiplies out of the one the kernel wrote over the logits:
 `grad_weight = grad_logits.T @ x`) has no dataflow scale: nothing follows the kernel's rounding past its stores. The
 carried runs (`interpreter:nudge<k>`, execute.interpreter.carry) store every value the kernel computed moved by
-`LOADED_ROUNDINGS` float32 roundings of its dataflow magnitude, up or down at random, and let `launch` compute on;
+`LOADED_ROUNDINGS` float32 roundings of the largest input its program loaded (not more than of its dataflow
+magnitude), up or down at random, and let `launch` compute on;
 the spread of such an output over the runs, around the interpreter's own run, is what the kernel's admissible
 rounding does to it. An element of it passes within the strict tolerance plus `MARGIN` times that spread, counted as
 its own caveat; a wrapper's bug (a wrong transpose, a missing term) moves it far beyond.

@@ -165,7 +165,8 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
                 f"{head}, which `launch` computes from what the kernel wrote, differ beyond the strict tolerance "
                 f"(e.g. at {j}: {x:.6g} vs {y:.6g}), within what the kernel's own rounding does to them: "
                 f"{f.spread:.3g} there, over {f.measured} runs of the case whose stores move each value the kernel "
-                f"computed by {sensitivity.LOADED_ROUNDINGS:g} float32 roundings of its dataflow magnitude: not failed")
+                f"computed by {sensitivity.LOADED_ROUNDINGS:g} float32 roundings of the largest input its program "
+                "loaded: not failed")
     if f.why == modelled.MODELLED:
         return ("GPU arithmetic (NaN/inf)",
                 f"{head} differ in a NaN or an infinity (e.g. at {j}: {x:.6g} vs {y:.6g}) that the kernel's own "

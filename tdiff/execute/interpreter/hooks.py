@@ -323,7 +323,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
         if check:
             m, mask = _checked(session, "store", ptrs, m, mask)
         if nudger is not None:  # a carried run: the kernel's admissible rounding on what it stores
-            value = nudger.nudge(value)
+            value = nudger.nudge(value, session.loaded)
         value = session.transform_store(ptrs.data, value, m)
         if record:
             addrs = ptrs.data.astype(np.uint64, copy=False)

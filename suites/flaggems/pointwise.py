@@ -38,7 +38,7 @@ FLOATS = ["float32", "float16", "bfloat16"]
 
 # FlagGems 5.0.2 generates these kernels with block pointers on NVIDIA (CodeGenConfig.prefer_block_pointer), which
 # Triton 3.9 removed: no case compiles there (found without a GPU by the compile-only opinion: FINDINGS.md,
-# "flaggems 10"). Triton's interpreter raises too, which tdiff sets aside as a limitation it does not model.
+# "flaggems 10"). Triton 3.9's interpreter raises the same error: each case fails as an interpreter error.
 BLOCK_POINTERS_REMOVED = TRITON >= (3, 9)
 NO_BLOCK_POINTERS = ("FlagGems 5.0.2's generated pointwise kernels use block pointers, which Triton 3.9 removed: "
                      "they do not compile (flaggems 10)")

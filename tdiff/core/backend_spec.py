@@ -19,8 +19,9 @@ METAMORPHIC = "metamorphic"
 #: the compile-only opinion (tdiff.execute.backends.compile_only): the specializations a case launches, compiled
 #: for a GPU without one and not run; compared with nothing, it fails a case the compiler rejects
 COMPILE_ONLY = "compile-only"
-#: the GPU it compiles for: sm_90 (an H100 / H200)
+#: the GPU it compiles for: sm_90 (an H100 / H200), and the last stage of Triton's pipeline it runs
 COMPILE_ONLY_ARCH = 90
+COMPILE_ONLY_STAGE = "ttgir"
 
 
 def default_backends(gpu: bool) -> tuple[BackendSpec, ...]:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.backend_spec import COMPILE_ONLY_ARCH, COMPILE_ONLY_STAGE
 from ..execute.interpreter.shim_names import DESCRIPTIONS as SHIMS
 
 
@@ -130,8 +131,8 @@ def compile_only_text(done: dict, sep: str) -> str:
     """What the compile-only opinion did, for a summary line ('' where it did nothing)."""
     if not any(done.get(k) for k in ("compiled", "marked", "skipped")):
         return ""
-    text = f"{sep}compile-only: {done.get('compiled', 0)} specializations compiled for sm_90 through TTGIR " \
-           f"({done.get('seconds', 0.0):.1f}s)"
+    text = f"{sep}compile-only: {done.get('compiled', 0)} specializations compiled for sm_{COMPILE_ONLY_ARCH} " \
+           f"through {COMPILE_ONLY_STAGE.upper()} ({done.get('seconds', 0.0):.1f}s)"
     if done.get("marked"):
         text += f", {done['marked']} compiled by an earlier run"
     if done.get("skipped"):

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...compat import compile_only
-from ...core.backend_spec import COMPILE_ONLY, COMPILE_ONLY_ARCH, BackendSpec
+from ...core.backend_spec import COMPILE_ONLY, COMPILE_ONLY_ARCH, COMPILE_ONLY_STAGE, BackendSpec
 from ...core.case import Case
 from ...core.outcome import ErrorInfo, Outcome
 from .. import compile_claims
@@ -45,7 +45,7 @@ from .base import Target
 
 SPEC = BackendSpec(COMPILE_ONLY)
 #: the last stage of Triton's CUDA pipeline compile-only runs
-STOP_AFTER = "ttgir"
+STOP_AFTER = COMPILE_ONLY_STAGE
 
 
 class _Stopped(Exception):

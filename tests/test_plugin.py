@@ -84,7 +84,7 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
     xml = (project.path / "report.xml").read_text()
     assert 'name="tdiff_verdict" value="disagrees with reference"' in xml
     assert 'name="tdiff_reproducer"' in xml
-    assert 'name="tdiff_compared" value="interpreter (+trace), reference"' in xml
+    assert 'name="tdiff_compared" value="interpreter (+trace), reference, compile-only"' in xml
     assert list((project.path / "out" / "broken").iterdir())
     # the corpus named is replayed, never written: new entries go to the run directory's corpus
     assert not (project.path / "corp").exists()

@@ -20,11 +20,14 @@ installed ones by default; `tests/test_compat.py` checks each against what the i
   `create_masked_load` after `other` ((cache, eviction, volatile), then (cache policy, volatile)).
 - `relaunch_takes_constexprs` (3.4 to 3.6): FlagGems' LibEntry launches a kernel it keeps with every
   argument; from 3.7 with the non-constexpr ones only, and tdiff adds the others back.
+- `driver_slot` (`active` 3.4, `_active` 3.5 to 3.9): the attribute of `triton.runtime.driver.driver` that
+  holds the active driver, which `compile_only` replaces to compile for a GPU without one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -106,6 +109,12 @@ def relaunch_takes_constexprs(triton_version: Sequence[int] = TRITON) -> bool:
     return tuple(triton_version[:2]) < (3, 7)
 
 
+def driver_slot(triton_version: Sequence[int] = TRITON) -> str:
+    """The attribute of Triton's `DriverConfig` holding the active driver: `active` in 3.4 (set in its
+    constructor), `_active` from 3.5 (read through the `active` property)."""
+    return "active" if tuple(triton_version[:2]) < (3, 5) else "_active"
+
+
 # ------------------------------------------------------------------ code that uses them
 
 def tensor_index(self: Any) -> int:
@@ -168,3 +177,41 @@ def relaunch_arguments(params: Sequence[tuple[str, bool]], made: dict[str, Any],
     full = {name: given[name] if name in given else made[name] for name, _ in params if name in given or name in made}
     return tuple(full.values()), dict(kwargs)
 
+
+
+class TargetOnlyDriver:
+    """A Triton driver that names a target and launches nothing: the JIT's `warmup=True` compiles with it."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_current_device(self) -> str:  # the JIT keys its caches by device: keep these apart
+        return f"tdiff-compile-only:{self.target.backend}:{self.target.arch}"
+
+    def get_current_stream(self, device: Any = None) -> int:
+        return 0
+
+    def is_active(self) -> bool:
+        return True
+
+
+@contextlib.contextmanager
+def compile_only(arch: int) -> Iterator[Any]:
+    """Within the block Triton's JIT compiles for `sm_<arch>` without a GPU (`warmup=True` only: a real launch
+    would fail): Triton compiles to a cubin on any machine; only launching needs a GPU. Yields the target."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    target = GPUTarget("cuda", arch, 32)
+    slot = driver_slot()
+    if slot not in vars(driver):  # a version between those read: the attribute this one has
+        slot = "_active" if "_active" in vars(driver) else "active"
+    saved = vars(driver)[slot]
+    setattr(driver, slot, TargetOnlyDriver(target))
+    try:
+        yield target
+    finally:
+        setattr(driver, slot, saved)

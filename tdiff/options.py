@@ -128,6 +128,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("compile-ahead", int, "compile workers per check that compile its planned cases' specializations "
            "before the search reaches them (GPU runs only)", "auto: the cores beyond two per xdist worker, "
            "shared among them, 1 to 4", "compile_ahead", minimum=0, zero="off"),
+    Option("compile-only", bool, "on: without a GPU, compile the specializations a check's cases launch for a GPU "
+           "(sm_90, through TTGIR, each class once; not run) and fail a case Triton's compiler rejects where the "
+           "interpreter ran it (`compiled error (compile only)`); no effect with a GPU, where the compiled backend "
+           "compiles them", "on when CI is set, else off", "compile_only"),
     Option("coverage", str, "report (name the kernel lines no case ran) or require (such a check fails)", "report",
            "coverage", choices=("report", "require")),
     Option("targeting", bool, "on: hypothesis climbs each case's largest difference over tolerance and the kernel "

@@ -28,12 +28,23 @@ TABLE = {
     "load_frontend_name": ["_load_legacy"] * 4 + ["load"] * 2,
     "volatile_position": [2, 2, 2, 2, 2, 1],
     "relaunch_takes_constexprs": [True, True, True, False, False, False],
+    "driver_slot": ["active"] + ["_active"] * 5,
 }
 
 
 @pytest.mark.parametrize("switch", sorted(TABLE))
 def test_each_switch_by_version(switch):
     assert [getattr(compat, switch)(v) for v in VERSIONS] == TABLE[switch]
+
+
+def test_driver_slot_is_where_the_installed_triton_keeps_its_driver():
+    from triton.runtime.driver import driver
+
+    assert compat.driver_slot() in vars(driver)
+    before = vars(driver)[compat.driver_slot()]
+    with compat.compile_only(90) as target:
+        assert driver.active.get_current_target() is target and target.arch == 90
+    assert vars(driver)[compat.driver_slot()] is before
 
 
 def test_the_index_patch_is_for_triton_before_3_7_with_numpy_2_4():

@@ -49,9 +49,10 @@ def _check():
 def test_a_check_as_a_hypothesis_test_reports_and_keeps_the_smallest_case(tmp_path):
     opts = tdiff.RunOptions(isolation="none", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out")
     runner = tdiff.Runner(opts)
-    test = hypothesis_test(_check(), lambda: runner)
+    # (no example database: the search finds, then shrinks, a failure)
+    test = hypothesis_test(_check(), lambda: runner, settings=settings(database=None))
     assert hasattr(test, "hypothesis")  # what HypoFuzz collects
-    test = settings(database=None)(test)  # (no example database: the search finds, then shrinks, a failure)
+    assert test._hypothesis_internal_use_settings.deadline is None  # (a first compile takes up to a second)
     with pytest.raises(FuzzDivergence, match="disagrees with reference"):
         test()
     entries = [p for p in (tmp_path / "corpus").rglob("entry.json")]
@@ -144,8 +145,9 @@ def test_a_fuzz_target_draws_the_cases_the_search_draws(monkeypatch):
         return lambda: tdiff.Runner(options).run_check(check)
 
     def fuzz():
-        test = hypothesis_test(check, lambda: runner, options=opts)
-        hypothesis.seed(7)(hypothesis_settings(opts, check.max_examples)(test))()
+        test = hypothesis_test(check, lambda: runner, options=opts,
+                               settings=hypothesis_settings(opts, check.max_examples))
+        hypothesis.seed(7)(test)()
 
     searched = _drawn(monkeypatch, search(opts))
     fuzzed = _drawn(monkeypatch, fuzz)

@@ -30,7 +30,8 @@ def test_every_option_is_a_flag_and_an_ini_key_checked_by_the_table():
 
 
 #: options whose default the table gives in words, not as a value
-IN_WORDS = {"backends", "profile", "examples", "seed", "corpus", "repro-dir", "plan", "database", "compile-ahead"}
+IN_WORDS = {"backends", "profile", "examples", "seed", "corpus", "repro-dir", "plan", "database", "compile-ahead",
+            "compile-only"}
 
 
 def test_the_tables_defaults_are_the_run_options():

@@ -190,7 +190,8 @@ def _git(path: Path, *args: str) -> str:
 
 def test_a_failing_run_leaves_the_checkout_clean_and_promote_moves_an_entry(project):
     _git(project.path, "init", "-q")
-    (project.path / ".gitignore").write_text("stdout\nstderr\nrunpytest-*\n")  # (pytester's own files)
+    # (pytester's own files, and Triton's cache: pytester makes the project HOME, where ~/.triton goes)
+    (project.path / ".gitignore").write_text("stdout\nstderr\nrunpytest-*\n.triton/\n")
     (project.path / "corpus").mkdir()
     (project.path / "corpus" / "README.md").write_text("the corpus CI replays\n")
     _git(project.path, "add", ".")

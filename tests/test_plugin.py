@@ -63,11 +63,13 @@ def test_collection_naming_and_selection(project):
     assert "test_plain.py::test_plain" in out
     result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*tdiff: interpreter (no CUDA GPU: the compiled backend is skipped) on every case, "
-                                 "plus each check's reference*",
+    result.stdout.fnmatch_lines(["*tdiff: interpreter (no CUDA GPU: the compiled backend is skipped; compile-only: the "
+                                 "specializations compiled for sm_90, not run) on every case, plus each check's "
+                                 "reference*",
                                  "*kernels/ops.py::twice?tdiff? PASSED (4 cases*",
                                  "*PASSED  kernels.ops::twice[[]tdiff[]]: 4 cases (4 judged); compared: interpreter "
-                                 "(+trace), reference; no divergence*"])
+                                 "(+trace), reference, compile-only; no divergence*compile-only: * specializations "
+                                 "compiled for sm_90 through TTGIR*"])
     result = project.runpytest_subprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-q")
     result.assert_outcomes(passed=1)
 
@@ -82,7 +84,7 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
     xml = (project.path / "report.xml").read_text()
     assert 'name="tdiff_verdict" value="disagrees with reference"' in xml
     assert 'name="tdiff_reproducer"' in xml
-    assert 'name="tdiff_compared" value="interpreter (+trace), reference"' in xml
+    assert 'name="tdiff_compared" value="interpreter (+trace), reference, compile-only"' in xml
     assert list((project.path / "out" / "broken").iterdir())
     # the corpus named is replayed, never written: new entries go to the run directory's corpus
     assert not (project.path / "corp").exists()

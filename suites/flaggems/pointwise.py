@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import tdiff
 from tdiff import strategies as tst
+from tdiff.compat import TRITON
 
 from ._gems import module, op, pointwise_kernel
 
@@ -34,6 +35,14 @@ ADD_1, ADD_2 = pointwise_kernel(ADD, 1), pointwise_kernel(ADD, 2)
 GELU_1 = pointwise_kernel(GELU, 1)
 
 FLOATS = ["float32", "float16", "bfloat16"]
+
+# FlagGems 5.0.2 generates these kernels with block pointers on NVIDIA (CodeGenConfig.prefer_block_pointer), which
+# Triton 3.9 removed: no case compiles there (found without a GPU by the compile-only opinion: FINDINGS.md,
+# "flaggems 10"). Triton 3.9's interpreter raises the same error: each case fails as an interpreter error.
+BLOCK_POINTERS_REMOVED = TRITON >= (3, 9)
+NO_BLOCK_POINTERS = ("FlagGems 5.0.2's generated pointwise kernels use block pointers, which Triton 3.9 removed: "
+                     "they do not compile (flaggems 10)")
+ON_TRITON_3_9 = [pytest.mark.xfail(BLOCK_POINTERS_REMOVED, strict=True, reason=NO_BLOCK_POINTERS)]
 
 
 def run_generated(fn, kernels, *args):
@@ -92,6 +101,7 @@ tdiff.check(
     x=tst.tensors(ndim=1, max_side=700, dtype=FLOATS),
     y=tst.tensors(like="x"),
     alpha=[1, 2.5, -1],
+    marks=ON_TRITON_3_9,
 )(ADD_1)
 
 # rank 2: x of any layout, y broadcast along one axis, so that FlagGems takes its rank-2 path (with
@@ -128,6 +138,7 @@ tdiff.check(
     launch=add_launch,
     reference=add_reference,
     inputs=add_2d_case([(a, b) for a in FLOATS for b in FLOATS if (a, b) not in HALF_PAIRS]),
+    marks=ON_TRITON_3_9,
 )(ADD_2)
 
 tdiff.check(
@@ -140,7 +151,8 @@ tdiff.check(
         "bfloat16": tst.values(1024, 2048, nan=False, inf=False, extremes=False, subnormal=False),
         "float16": tst.values(0.1, 0.9, nan=False, inf=False, extremes=False, subnormal=False)}, alphas=(1,)),
     max_examples=10,
-    marks=[pytest.mark.xfail(strict=True, reason="add of a float16 and a bfloat16 tensor computes in float16")],
+    marks=[pytest.mark.xfail(strict=True, reason=NO_BLOCK_POINTERS if BLOCK_POINTERS_REMOVED else
+                             "add of a float16 and a bfloat16 tensor computes in float16")],
 )(ADD_2)
 
 
@@ -158,6 +170,7 @@ tdiff.check(
     launch=gelu_launch,
     reference=gelu_reference,
     x=tst.tensors(ndim=1, max_side=700, dtype=FLOATS),
+    marks=ON_TRITON_3_9,
 )(GELU_1)
 
 
@@ -174,6 +187,7 @@ tdiff.check(
     y=tst.tensors(shape=(1, 257), dtype="float16", readonly=True),
     alpha=[1],
     max_examples=1,
+    marks=ON_TRITON_3_9,
 )(ADD_2)
 
 # Not covered: the same loop at rank 1 (`add_func_kernel_rank_1`, `gelu_none_kernel_rank_1`). Tiles of 256

@@ -16,6 +16,12 @@ ORDERS = ("forward", "reversed", "shuffled")
 
 #: `--tdiff-backends metamorphic`: not one backend but a profile, compiled variants of each kernel against each other
 METAMORPHIC = "metamorphic"
+#: the compile-only opinion (tdiff.execute.backends.compile_only): the specializations a case launches, compiled
+#: for a GPU without one and not run; compared with nothing, it fails a case the compiler rejects
+COMPILE_ONLY = "compile-only"
+#: the GPU it compiles for: sm_90 (an H100 / H200), and the last stage of Triton's pipeline it runs
+COMPILE_ONLY_ARCH = 90
+COMPILE_ONLY_STAGE = "ttgir"
 
 
 def default_backends(gpu: bool) -> tuple[BackendSpec, ...]:
@@ -42,7 +48,7 @@ def labels(specs: Any) -> tuple[str, ...]:
 class BackendSpec:
     """Which backend, with which options. Written `kind[:option[:option]]`, e.g. `interpreter:reversed`.
 
-    kind is `compiled`, `interpreter`, `reference`, or `module:attr` naming a factory
+    kind is `compiled`, `interpreter`, `reference`, `compile-only`, or `module:attr` naming a factory
     `(spec) -> Backend` importable in worker processes.
     """
 
@@ -122,8 +128,9 @@ class BackendSpec:
                                  "compiled[num_warps=2,num_stages=1]")
             kind = "compiled"
             variant.update(_parse_variant(inner, written))
-        if kind not in ("compiled", "interpreter", "reference"):
-            raise ValueError(f"unknown backend {written!r}: use compiled, interpreter, reference or module:Factory")
+        if kind not in ("compiled", "interpreter", "reference", COMPILE_ONLY):
+            raise ValueError(f"unknown backend {written!r}: use compiled, interpreter, reference, {COMPILE_ONLY} or "
+                             "module:Factory")
         return cls(kind=kind, **variant, **_parse_opts(opts, written))
 
     def with_(self, **changes: Any) -> BackendSpec:
@@ -192,9 +199,10 @@ class BackendSpec:
     @property
     def lane(self) -> Lane:
         """Which worker process runs this spec: GPU work and CPU work run side by side."""
-        # dry launches run user code on CPU tensors, like the reference: beside the interpreter's lane
-        return Lane("gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize") else "cpu"),
-                    self.python)
+        # dry launches (and the compile-only opinion's) run user code on CPU tensors, like the reference: beside
+        # the interpreter's lane
+        return Lane("gpu" if self.uses_gpu else ("ref" if self.kind in ("reference", "specialize", COMPILE_ONLY)
+                                                 else "cpu"), self.python)
 
 
 class Lane(str):

@@ -237,6 +237,8 @@ class Outcome:
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
     compile_wait: float = 0.0  # seconds waiting for another process's compile of a specialization (compile_claims)
+    # compile-only: launches not compiled, their every class compiled before in other combinations
+    compile_skipped: int = 0
     launch_keys: tuple | None = None  # each launch's specialization (see tdiff.execute.launch_keys), where known
     device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
     environment: str = ""  # another environment's versions (a `backend@python` lane), else ""

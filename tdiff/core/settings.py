@@ -47,6 +47,12 @@ def default_profile() -> str:
     return "ci" if os.environ.get("CI") else "dev"
 
 
+def default_compile_only() -> bool:
+    """The compile-only opinion is on in CI (CI set), off elsewhere: it costs more than 15% of the CPU main job
+    (the README's "On a CPU-only machine: compile only" has the figures)."""
+    return bool(os.environ.get("CI"))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a run draws, executes, judges and records cases."""
@@ -94,6 +100,9 @@ class RunOptions:
     plan: int | None = None
     # name the compiler pass after which a `compiled wrong` case goes wrong (tdiff.execute.stages; needs a GPU)
     localize: bool = False
+    # without a GPU, compile the specializations a case launches for sm_90 (not run) and fail a case the compiler
+    # rejects (tdiff.execute.backends.compile_only); with a GPU the compiled backend compiles them anyway. On in CI.
+    compile_only: bool = field(default_factory=default_compile_only)
     gpu: int | None = None
     shard: tuple[int, int] | None = None  # (K, N): only the checks of shard K of N run (tdiff.drive.shard)
     campaign_dir: Path | None = None  # where fuzz targets record a campaign (tdiff.record.campaign)

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.backend_spec import BackendSpec
+from ..core.backend_spec import COMPILE_ONLY, BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import (
@@ -124,6 +124,13 @@ class CaseJudge:
             self.result.hang_timeout = self.timeouts.current()
         for o in outcomes:
             self.result.seconds[o.backend] = self.result.seconds.get(o.backend, 0.0) + o.seconds
+            if o.role.kind == COMPILE_ONLY:  # (compiled without a GPU, apart from the compiled backend's compiles)
+                done = self.result.compile_only
+                done["compiled"] += o.compiles
+                done["seconds"] += o.compile_seconds
+                done["marked"] += o.cache_loads
+                done["skipped"] += o.compile_skipped
+                continue
             self.result.compiles += o.compiles
             self.result.compile_seconds += o.compile_seconds
             self.result.cache_loads += o.cache_loads

@@ -30,12 +30,14 @@ class FuzzDivergence(AssertionError):
 
 
 def hypothesis_test(check: Any, get_runner: Callable[[], Any],
-                    get_recorder: Callable[[], Any] | None = None, options: Any = None) -> Callable[[], None]:
+                    get_recorder: Callable[[], Any] | None = None, options: Any = None,
+                    settings: hypothesis.settings | None = None) -> Callable[[], None]:
     """A hypothesis test running `check`'s cases through the case pipeline of the runner `get_runner()`
     returns (asked once, when the first case is drawn, so that collecting the test starts nothing).
     `get_recorder()`, if given, returns the campaign recorder (`tdiff.record.campaign.Recorder`) each case is
     recorded to, or None. `options` (the run's `RunOptions`) decide what the cases are drawn with, as for the
-    search (`drawn_cases`)."""
+    search (`drawn_cases`). It runs under `settings` (default: hypothesis's current profile), without a
+    deadline."""
     state: dict[str, Any] = {}
 
     def pipeline() -> tuple[Any, CasePipeline]:
@@ -61,7 +63,8 @@ def hypothesis_test(check: Any, get_runner: Callable[[], Any],
     test.__name__ = test.__qualname__ = f"fuzz_{check.kernel_name}_{check.name}"
     strategy = drawn_cases(check, options if options is not None else RunOptions(),
                            lambda skeleton: pipeline()[1].admit(skeleton))
-    given = hypothesis.given(strategy)(test)
+    # (no deadline, as in tdiff's profiles: a case's first compile, here or in a worker, takes up to a second)
+    given = hypothesis.settings(settings or hypothesis.settings(), deadline=None)(hypothesis.given(strategy)(test))
     given.hypothesis.inner_test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     return given
 

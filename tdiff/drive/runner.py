@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core import kernels
+from ..core.backend_spec import COMPILE_ONLY
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.settings import RunOptions
@@ -41,7 +42,7 @@ __all__ = ["CheckResult", "Divergence", "Progress", "Runner", "verify", "opinion
 
 
 def opinions_for(check: Check, options: RunOptions) -> Opinions:
-    return choose(check, options.backends, gpu_available)
+    return choose(check, options.backends, gpu_available, options.compile_only)
 
 
 class Progress(Protocol):
@@ -195,8 +196,9 @@ class Runner:
         return start
 
     def budget(self, check: Check, opinions: Opinions) -> CompileBudget:
-        """The check's compile budget; none when no opinion compiles (interpreter, reference)."""
-        if not any(k not in ("interpreter", "reference") for k in opinions.kinds):
+        """The check's compile budget; none when no opinion compiles on a GPU (interpreter, reference, compile-only:
+        it compiles each class once and runs nothing)."""
+        if not any(k not in ("interpreter", "reference", COMPILE_ONLY) for k in opinions.kinds):
             return CompileBudget()
         if check.max_compiles is not None:  # the check's own count replaces the run's budget
             return CompileBudget(None, check.max_compiles)
@@ -286,7 +288,7 @@ class Runner:
             result.notes.append(f"corpus entry {entry.path} was recorded under {recorded_under}; replayed here under "
                                 f"triton {corpus_mod.triton_here()}")
         sides = corpus_mod.recorded_sides(meta)
-        backends_here = {b.kind for b in judge.opinions.backends}
+        backends_here = {b.kind for b in judge.opinions.backends} - {COMPILE_ONLY}  # (it shows no values)
         if known and any(s.base == "compiled" for s in sides) \
                 and backends_here <= {"interpreter", "reference"}:
             # (it would read as fixed: the backend that showed it did not run)

@@ -47,12 +47,14 @@ def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
     return key_of(jit, bound.arguments, {k: v for k, v in kwargs.items() if k not in names})
 
 
-def dry_launches(target: Any, case: Case, then: Callable[..., None] | None = None
+def dry_launches(target: Any, case: Case, then: Callable[..., None] | None = None,
+                 failed: list[BaseException] | None = None
                  ) -> tuple[tuple[LaunchKey, ...] | None, list[LaunchRecord]]:
     """Run `target.launch` on CPU copies of the case's inputs with every kernel launch intercepted
     (no kernel runs): the launches' keys (None when they cannot be told: the launch function failed
     on CPU tensors, or this Triton is too old) and their records. `then(jit, original, args, grid, kwargs,
-    key)`, if given, sees each launch after it is recorded (key None on a Triton too old to tell it)."""
+    key)`, if given, sees each launch after it is recorded (key None on a Triton too old to tell it).
+    `failed`, if given, receives the exception the launch function raised."""
     keys: list[LaunchKey] = []
     records: list[LaunchRecord] = []
     plan = None
@@ -81,7 +83,9 @@ def dry_launches(target: Any, case: Case, then: Callable[..., None] | None = Non
         kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), case.config)
         with deterministic_empty(), route_launches(handler):
             target.launch(kernel, **plan.inputs)
-    except Exception:
+    except Exception as exc:
+        if failed is not None:
+            failed.append(exc)
         return None, records
     return (tuple(keys) if native_specialize_impl is not None else None), records
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from ..core.backend_spec import Role
+from ..core.backend_spec import COMPILE_ONLY, Role
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import FLOAT64_RUN, Rerun
@@ -150,6 +150,8 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     if carry is not None:
         ev.extra.update({r: perturbed[r] for r in carried.reruns()})  # type: ignore[index]
     for label, o in outcomes.items():
+        if o.role.kind == COMPILE_ONLY:  # (no results of its own: `verdict` reads its error)
+            continue
         report = ev.reports[label] = integrity.check(o, case, kernel, runs_kernel=o.role.kind != "reference")
         if rules.focus is not None:  # (a returned output not judged may be left unwritten)
             report.findings = [f for f in report.findings if f.kind != integrity.UNWRITTEN or rules.looks_at(f.target)]

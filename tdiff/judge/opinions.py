@@ -1,9 +1,11 @@
 """Which opinions a check asks for on every case, and which of them are compared.
 
-With a GPU: the compiled backend and the interpreter; without one: the interpreter. A declared
-reference is always an opinion too, on every case and every machine. Without a reference and
-without a GPU, the interpreter is compared with itself in reversed program order (its trace still
-sees races, out-of-bounds accesses and undefined behaviour in one run).
+With a GPU: the compiled backend and the interpreter; without one: the interpreter, and (unless
+`--tdiff-compile-only off`) the compile-only opinion, which compiles the specializations for a GPU and is
+compared with nothing (a compile error fails the case). A declared reference is always an opinion too, on
+every case and every machine. Without a reference and without a GPU, the interpreter is compared with itself
+in reversed program order (its trace still sees races, out-of-bounds accesses and undefined behaviour in one
+run).
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ from itertools import combinations
 from typing import Any
 
 from ..core import kernels
-from ..core.backend_spec import METAMORPHIC, BackendSpec, default_backends, labels
+from ..core.backend_spec import COMPILE_ONLY, COMPILE_ONLY_ARCH, METAMORPHIC, BackendSpec, default_backends, labels
 
 REFERENCE = BackendSpec("reference")
+COMPILE_ONLY_SPEC = BackendSpec(COMPILE_ONLY)
+#: what the compile-only opinion adds to the note of a check without a GPU
+COMPILE_ONLY_NOTE = (f" (compile-only: the specializations the cases launch were compiled for sm_{COMPILE_ONLY_ARCH}, "
+                     "each class once, not run; a kernel the compiler rejects fails)")
 
 
 @dataclass(frozen=True)
@@ -90,10 +96,15 @@ def metamorphic(check: Any) -> Opinions:
     return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note, third)
 
 
-def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: Callable[[], bool]) -> Opinions:
+def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: Callable[[], bool],
+           compile_only: bool = False) -> Opinions:
     """The opinions for a check: its own `backends=`, else the run's, else the machine's default,
-    plus its reference."""
-    chosen = list(check.backends or backends or ())
+    plus its reference. Where the default skips the compiled backend (no GPU), `compile_only` adds the
+    compile-only opinion (the specializations compiled for a GPU, not run), which is compared with nothing:
+    a case fails where the compiler rejects the kernel. One named among the backends is added the same way."""
+    named = list(check.backends or backends or ())
+    chosen = [b for b in named if b.kind != COMPILE_ONLY]
+    compile_alone = [b for b in named if b.kind == COMPILE_ONLY][:1]
     note = None
     if [b.kind for b in chosen] == [METAMORPHIC]:
         if gpu_available():
@@ -105,6 +116,10 @@ def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: 
         chosen = list(default_backends(gpu))
         if not gpu:
             note = (note + "; " if note else "") + "no CUDA GPU: the compiled backend was skipped"
+            if compile_only and not compile_alone:
+                compile_alone = [COMPILE_ONLY_SPEC]
+    if compile_alone and note:
+        note += COMPILE_ONLY_NOTE
     kinds = [s.kind for s in chosen]
     if check.reference is not None and "reference" not in kinds:
         chosen.append(REFERENCE)
@@ -115,4 +130,5 @@ def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: 
                      "races, out-of-bounds accesses, undefined behaviour and crashes, not wrong values)")
     elif note and check.reference is not None:
         note += "; the interpreter was compared with the check's reference"
-    return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note)
+    # (compile-only holds no results: it runs on every case, after the opinions compared)
+    return Opinions((*chosen, *compile_alone), tuple(combinations(range(len(chosen)), 2)), note)

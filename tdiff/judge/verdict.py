@@ -4,7 +4,8 @@ runs it and asks again.
 
 Order of judgement:
 1. errors: a backend that raised, crashed or hung fails the case (a known interpreter limitation
-   with the other side clean only sets its pair aside);
+   with the other side clean only sets its pair aside); then a compile the compile-only opinion saw fail
+   (no GPU: `compiled error (compile only)`, also where every pair was set aside);
 2. what one outcome broke on its own (`tdiff.judge.integrity`): the kernel never launched, out of
    bounds, writes outside its view, undefined behaviour, a data race, results nobody compared;
 3. structure: the launch and the reference return different things;
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.backend_spec import Role
+from ..core.backend_spec import COMPILE_ONLY, Role
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
@@ -62,6 +63,8 @@ NEVER_LAUNCHED = "kernel never launched"
 STRUCTURE = "structure mismatch"
 BOTH_FAILED = "both failed"
 VS_REFERENCE = "disagrees with reference"
+#: Triton's compiler rejects the kernel for a GPU (compiled without one) where the interpreter ran it
+COMPILE_ONLY_ERROR = "compiled error (compile only)"
 
 #: integrity finding kinds, in the order they are judged, and their verdicts
 INTEGRITY = ((UNLAUNCHED, NEVER_LAUNCHED), (OOB, OUT_OF_BOUNDS), (GUARD, OUT_OF_BOUNDS), (GAP, OUTSIDE_VIEW),
@@ -214,6 +217,29 @@ def _errors(ev: Evidence) -> Verdict | None:
     other = next((r for r in ev.outcomes if r not in sides), None)
     pair = (sides[0], sides[1] if len(sides) > 1 else other or sides[0])
     return Verdict(label, reasons, pair=pair, kind="error", targets=tuple(sides))
+
+
+def _compile_rejected(ev: Evidence) -> Verdict | None:
+    """The compile-only opinion's compile error (it holds no results: it is in no pair): the compiler rejects a
+    specialization the case launches, which the interpreter ran (one that raised is an error verdict first)."""
+    for side, o in ev.outcomes.items():
+        if o.role.kind != COMPILE_ONLY or o.error is None:
+            continue
+        ran = next((r for r, x in ev.outcomes.items() if x.role.kind == "interpreter"), None)
+        how = ("the interpreter ran the case" if ran is not None and ev.outcomes[ran].error is None else
+               "the interpreter could not run the case (a limitation)" if ran is not None else
+               "no other opinion failed")
+        return Verdict(COMPILE_ONLY_ERROR, [
+            f"{side}: {o.error.summary()}",
+            f"Triton's compiler rejects a specialization this case launches (compiled for a GPU without one, not "
+            f"run), where {how}: on a GPU the launch fails; the interpreter does not check what the compiler does "
+            "(a Python `if` on a block tensor, a runtime value where a tl.constexpr is needed)"],
+            pair=(side, ran or side), kind="error", targets=(side,))
+    return None
+
+
+def _compile_only_notes(ev: Evidence) -> list[tuple[str, str]]:
+    return [("compile-only", text) for o in ev.outcomes.values() if o.role.kind == COMPILE_ONLY for text in o.notes]
 
 
 def _undefined_loads(ev: Evidence, side: str) -> dict[str, int]:
@@ -427,7 +453,7 @@ def _values(ev: Evidence, final: bool) -> Verdict | None:
             return Verdict(UNDECIDED, needs=missing)
     refs = ev.roles("reference")
     ref = refs[0] if refs else None
-    backends = [r for r, o in ev.outcomes.items() if o.role.kind != "reference" and o.error is None]
+    backends = [r for r, o in ev.outcomes.items() if o.role.kind not in ("reference", COMPILE_ONLY) and o.error is None]
     between = [p for p in diverging if ref not in (p.a, p.b)]
     if between:  # the backends disagree with each other
         p = between[0]
@@ -539,10 +565,14 @@ def _finding(ev: Evidence, p: Pair, side: str, ref: str, final: bool) -> Verdict
 def decide(ev: Evidence, final: bool = False) -> Verdict:
     """The verdict on one case from the evidence; `needs` lists reruns to add before asking again.
     With `final`, a value divergence is first checked for nondeterminism and program-order races."""
-    notes = _notes(ev)
+    notes = _notes(ev) + _compile_only_notes(ev)
     if ev.pairs and all(p.classification.action == DISCARD for p in ev.pairs):
+        rejected = _compile_rejected(ev)  # (a compile error is never "not judged")
+        if rejected is not None:
+            rejected.notes = notes
+            return _with_sides(rejected, ev)
         return Verdict(NOT_JUDGED, [describe_discard(ev.pairs[0].classification)], notes)
-    for step in (_errors, lambda e: _integrity(e, final), _structure):
+    for step in (_errors, _compile_rejected, lambda e: _integrity(e, final), _structure):
         v = step(ev)
         if v is not None:
             v.notes = notes

@@ -16,7 +16,7 @@ RED = ("FAILED", "ERROR", "XPASS(strict)")
 
 def payload(ran: list[Any]) -> dict:
     """What the file holds, from the checks that ran (`session.Ran`)."""
-    from ..record.summary import aggregate, is_finding, outcome_counts
+    from ..record.summary import aggregate, compile_only_total, is_finding, outcome_counts
 
     records = [r.record for r in ran]
     totals = {
@@ -29,6 +29,7 @@ def payload(ran: list[Any]) -> dict:
         "corpus_entries_replayed": sum(len(s.get("replayed") or ()) for s in records),
         "compiles": sum(s["compiles"] for s in records),
         "compile_seconds": round(sum(s["compile_seconds"] for s in records), 3),
+        "compile_only": compile_only_total(records),
         "seconds": _sum_seconds(records),
         "wall": round(sum(s["wall"] for s in records), 3),
         # failed checks whose every failing divergence is a finding (judge.findings), and the other failures

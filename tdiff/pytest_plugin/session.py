@@ -145,13 +145,16 @@ class TdiffSession:
         forkserver.preload(sorted({m for m in modules if m and not m.startswith("__")}))
 
     def header(self) -> list[str]:
-        from ..core.backend_spec import default_backends, labels
+        from ..core.backend_spec import COMPILE_ONLY_ARCH, default_backends, labels
         from ..execute.gpus import device_count
 
         opts = self.options
         gpu = device_count() > 0
-        what = ", ".join(labels(opts.backends)) if opts.backends else " and ".join(labels(default_backends(gpu))) + (
-            "" if gpu else " (no CUDA GPU: the compiled backend is skipped)")
+        skipped = "" if gpu else " (no CUDA GPU: the compiled backend is skipped" + (
+            f"; compile-only: the specializations compiled for sm_{COMPILE_ONLY_ARCH}, not run" if opts.compile_only
+            else "") + ")"
+        what = ", ".join(labels(opts.backends)) if opts.backends else " and ".join(labels(default_backends(gpu))) + \
+            skipped
         corpus = os.pathsep.join(_rel(p, self.config) for p in opts.corpora()) or "off"
         extra = f"; shard {opts.shard[0]}/{opts.shard[1]}" if opts.shard else ""
         if opts.database is not None:

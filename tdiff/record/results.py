@@ -55,6 +55,9 @@ class CheckResult:
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
     compile_wait: float = 0.0  # seconds the GPU worker waited for a compile worker's compile (compile_claims)
     ahead: dict = field(default_factory=dict)  # what the compile workers did (tdiff.execute.ahead)
+    # what the compile-only opinion did (no GPU): specializations compiled for sm_90 (through TTGIR), their
+    # seconds, those found compiled by an earlier run, and launches not compiled (their classes compiled before)
+    compile_only: dict = field(default_factory=lambda: {"compiled": 0, "seconds": 0.0, "marked": 0, "skipped": 0})
     replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
     known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
     wall: float = 0.0

@@ -8,6 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.backend_spec import COMPILE_ONLY_ARCH, COMPILE_ONLY_STAGE
 from ..execute.interpreter.shim_names import DESCRIPTIONS as SHIMS
 
 
@@ -35,6 +36,7 @@ def record(result: Any) -> dict:
         "compile_seconds": round(result.compile_seconds, 3),
         "cache_loads": result.cache_loads,
         "compile_wait": round(result.compile_wait, 3),
+        "compile_only": {k: round(v, 3) if isinstance(v, float) else v for k, v in result.compile_only.items()},
         "ahead": dict(result.ahead),
         "budget_skipped": result.budget_skipped,
         "budget_beyond": result.budget_beyond,
@@ -85,6 +87,7 @@ def check_lines(s: dict, label: str | None = None) -> list[str]:
     comp = f", {s['compiles']} compiles ({s['compile_seconds']:.1f}s)" if s["compiles"] else ""
     if s.get("cache_loads"):
         comp += f", {s['cache_loads']} loaded from Triton's cache"
+    comp += compile_only_text(s.get("compile_only") or {}, ", ")
     judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
     label = label or s["status"].upper()
     lines = [f"{label:7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}"
@@ -125,6 +128,29 @@ def environments(s: dict) -> str:
     return "; environments: " + "; ".join(f"{k}: {v}" for k, v in others.items()) + f"; here: {s.get('here')}"
 
 
+def compile_only_text(done: dict, sep: str) -> str:
+    """What the compile-only opinion did, for a summary line ('' where it did nothing)."""
+    if not any(done.get(k) for k in ("compiled", "marked", "skipped")):
+        return ""
+    text = f"{sep}compile-only: {done.get('compiled', 0)} specializations compiled for sm_{COMPILE_ONLY_ARCH} " \
+           f"through {COMPILE_ONLY_STAGE.upper()} ({done.get('seconds', 0.0):.1f}s)"
+    if done.get("marked"):
+        text += f", {done['marked']} compiled by an earlier run"
+    if done.get("skipped"):
+        text += f", {done['skipped']} launches not compiled (their classes compiled in other combinations)"
+    return text
+
+
+def compile_only_total(summaries: list[dict]) -> dict:
+    """The compile-only opinion's counts over checks."""
+    out: dict = {"compiled": 0, "seconds": 0.0, "marked": 0, "skipped": 0}
+    for s in summaries:
+        for k, v in (s.get("compile_only") or {}).items():
+            out[k] = out.get(k, 0) + v
+    out["seconds"] = round(out["seconds"], 3)
+    return out
+
+
 def waited(summaries: list[dict]) -> float:
     return sum(s.get("compile_wait", 0.0) for s in summaries)
 
@@ -156,6 +182,7 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
                  "for them)")
     if loads:
         comp += f", {loads} loaded from Triton's cache"
+    comp += compile_only_text(compile_only_total(summaries), "; ")
     entries = f" and {replayed} corpus entries" if replayed else ""
     outcomes = f"; {outcome_counts(labels)}" if labels else ""
     red = [s for s, label in zip(summaries, labels or ()) if label in ("FAILED", "ERROR", "XPASS(strict)")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from ...core.backend_spec import BackendSpec
+from ...core.backend_spec import COMPILE_ONLY, BackendSpec
 from .base import Backend
 
 
@@ -22,6 +22,10 @@ def make_backend(spec: BackendSpec) -> Backend:
         from .reference import ReferenceBackend
 
         return ReferenceBackend(spec)
+    if spec.kind == COMPILE_ONLY:  # compiled for a GPU without one, not run; compared with nothing
+        from .compile_only import CompileOnlyBackend
+
+        return CompileOnlyBackend(spec)
     if spec.kind == "specialize":  # dry launches for the compile budget, never compared
         from .dry_launch import SpecializeBackend
 

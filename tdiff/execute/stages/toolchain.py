@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ... import compat
 from .support import option_names
 
 #: options that do not change what a specialization computes, left out of its id
@@ -129,41 +130,7 @@ def job_of(kernel: Any) -> CompileJob:
 
 # ------------------------------------------------------------------ compiling without a GPU
 
-class _TargetOnlyDriver:
-    """A driver that names a target and launches nothing: the JIT's `warmup=True` compiles with it."""
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-
-    def get_current_target(self) -> Any:
-        return self.target
-
-    def get_current_device(self) -> str:  # the JIT keys its caches by device: keep these apart
-        return f"tdiff-compile-only:{self.target.backend}:{self.target.arch}"
-
-    def get_current_stream(self, device: Any = None) -> int:
-        return 0
-
-    def is_active(self) -> bool:
-        return True
-
-
-@contextlib.contextmanager
-def compile_only(arch: int) -> Iterator[Any]:
-    """Within the block Triton's JIT compiles for `sm_<arch>` without a GPU (`warmup=True` only: a real launch
-    would fail). Yields the target."""
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime.driver import driver
-
-    target = GPUTarget("cuda", arch, 32)
-    fake = _TargetOnlyDriver(target)
-    private = "_active" in vars(driver)  # Triton 3.5+: DriverConfig._active; 3.4: DriverConfig.active
-    saved = vars(driver)["_active" if private else "active"]
-    setattr(driver, "_active" if private else "active", fake)
-    try:
-        yield target
-    finally:
-        setattr(driver, "_active" if private else "active", saved)
+compile_only = compat.compile_only  # (the driver it swaps in is a version switch: tdiff.compat)
 
 
 def gpu_arch(device: int = 0) -> int | None:

@@ -126,8 +126,9 @@ def _without_case(source: str) -> str:
 @lru_cache(maxsize=1)
 def runtime_source() -> str:
     """The tolerance formula and the runtime, whose case block the reproducer's header replaces
-    (`install` and `current` come from the shim library, which a reproducer with an interpreter side embeds)."""
-    bundle = Bundle(provided={"install", "current"})
+    (`install`, `current` and `compile_only` come from the shim library, which a reproducer with an interpreter
+    or a compile-only side embeds)."""
+    bundle = Bundle(provided={"install", "current", "compile_only"})
     formula = inspect.getsource(tolerance.allowed) + "\n\n" + inspect.getsource(tolerance.within)
     bundle.add_source("import numpy as np\n\n\n" + formula, "tdiff/core/tolerance.py: the one tolerance formula",
                       docstring=False)

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from ...core import dtypes, kernels
+from ...core.backend_spec import COMPILE_ONLY, COMPILE_ONLY_ARCH
 from ...core.case import Case
 from ...core.outcome import GUARD_BYTES, Outcome
 from ...core.rerun import AGAIN, Rerun
@@ -246,7 +247,7 @@ def _shims_used(outcomes: list[Outcome]) -> dict[str, int]:
 
 
 def _header(check: Any, case: Case, verdict: Verdict, kind: str, pair: tuple, side: str, device: str,
-            used: dict[str, int], live: dict[str, list | None]) -> list[str]:
+            used: dict[str, int], live: dict[str, list | None], compiles_here: bool = False) -> list[str]:
     v = versions()
     importable = {n: e for n, e in live.items() if e is not None}
     roots = sorted({e[2] for e in importable.values() if e[2] and "-packages" not in e[2]})
@@ -275,6 +276,8 @@ def _header(check: Any, case: Case, verdict: Verdict, kind: str, pair: tuple, si
         "The compiled side runs where a CUDA GPU is present; Triton's interpreter runs everywhere",
         "(TRITON_INTERPRET=1, in a subprocess). A side that cannot run here is replaced by its",
         "recorded result. Inputs are rebuilt inside guard bands with their exact strides and offsets.",
+        *([f"The compile-only side compiles each launch for sm_{COMPILE_ONLY_ARCH} here (Triton compiles without a "
+           "GPU) and runs nothing."] if compiles_here else []),
         *([f"tdiff's interpreter used its shims {', '.join(sorted(used))}: the interpreter side installs",
            "tdiff's shims and prints what they worked around (stock TRITON_INTERPRET=1 would fail or differ)."]
           if used else []),
@@ -331,6 +334,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
     live = {n: _live_entry(j) for n, j in kernels_by_name.items()}
     kinds = {x: verdict.role(x, ev).base for x in (*pair, side)}
     interpreted = "interpreter" in kinds.values()
+    compiles_here = COMPILE_ONLY in kinds.values()  # (its side needs tdiff.compat's compile_only)
     poisoned = interpreted and any(o.trace is not None and o.trace.poisoned and o.trace.undefined for o in both)
     shim_names = [n for n in shims.ENABLED if shims.ENABLED[n]] if interpreted else None
     case_values = {
@@ -342,10 +346,12 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
         "LIVE": {n: e for n, e in live.items() if e is not None}, "SHIM_NAMES": shim_names, "POISON": poisoned,
         "SHIMS": {n: SHIM_DESCRIPTIONS.get(n, n) for n in shim_names or ()},
         "SHIMS_MISSING": [n for n in sorted(used) if n not in shims.ENABLED or not shims.ENABLED[n]],
+        "COMPILE_ARCH": COMPILE_ONLY_ARCH,
     }
     if set(case_values) | {"KERNELS"} != set(library.case_names()):
         raise ReproError(f"the case's names {sorted(case_values)} are not runtime.py's case block's")
-    body = "\n".join(_header(check, case, verdict, kind, pair, side, device, used, live)) + "\n" + PRELUDE
+    header = _header(check, case, verdict, kind, pair, side, device, used, live, compiles_here)
+    body = "\n".join(header) + "\n" + PRELUDE
     body += "# ------------------------------------------------------------------ kernels\n"
     body += (_reduced_comment(reduced) if reduced else "") + col.text() + "\n\n"
     body += "KERNELS = {" + ", ".join(f"{n!r}: {n}" for n in kernels_by_name) + "}\n\n"
@@ -361,7 +367,7 @@ def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome 
                  "# the side reports its uses. tdiff's run used: " + (", ".join(sorted(used)) or "none") + "\n")
     body += "".join(f"{name} = {_literal(value)}\n" for name, value in case_values.items()) + "\n\n"
     body += library.runtime_source() + "\n\n"
-    if shim_names is not None:
+    if shim_names is not None or compiles_here:
         body += "# ================================================================== tdiff's interpreter shims\n\n"
         body += library.shim_library() + "\n\n"
     body += 'if __name__ == "__main__":\n    sys.exit(main())\n'

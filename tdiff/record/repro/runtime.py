@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...compat import compile_only
 from ...core.tolerance import within
 from ...execute.interpreter.shims import current
 from ...execute.interpreter.stock import install
@@ -31,7 +32,7 @@ from ...execute.interpreter.stock import install
 # ------------------------------------------------------------------ the case (a reproducer's header sets these)
 KIND = "values"  # the kind of divergence: values, error, oob, guard, gap, gap-read, race, ub
 PAIR: tuple[str, ...] = ()  # the two sides compared (values), the same side twice for nondeterminism
-KINDS: dict[str, str] = {}  # each side -> what it runs: compiled, interpreter, reference, ...
+KINDS: dict[str, str] = {}  # each side -> what it runs: compiled, interpreter, reference, compile-only, ...
 VARIANTS: dict[str, Any] = {}  # compiled variants: their launch options, or None where a replay cannot run them
 SIDE = ""  # the side whose own behaviour shows the divergence (errors, integrity findings)
 EXPECT_TARGETS: list[str] = []
@@ -50,6 +51,7 @@ SHIM_NAMES: list[str] | None = None  # the interpreter side's shims (None: no in
 POISON = False  # the interpreter side poisons masked-out lanes of loads without other=
 SHIMS: dict[str, str] = {}  # shim -> what it works around
 SHIMS_MISSING: list[str] = []  # shims tdiff's run used that this file does not provide
+COMPILE_ARCH = 90  # a compile-only side compiles each launch for sm_<this>, without a GPU, and runs nothing
 # ------------------------------------------------------------------ end of the case
 
 CANARY = 0xA5
@@ -103,10 +105,11 @@ def kernel(name: str) -> Any:
     return obj
 
 
-def run(device: str, traced: bool = False, options: dict | None = None) -> dict:
+def run(device: str, traced: bool = False, options: dict | None = None, compile_only_arch: int | None = None) -> dict:
     """Rebuild the inputs on `device`, make the recorded launches (with a compiled variant's launch
     `options` on top); each target's values, and what the launches broke (guard bands, gaps, and with
-    `traced` the tracer's findings)."""
+    `traced` the tracer's findings). With `compile_only_arch`, each launch is compiled for that GPU (Triton
+    compiles without one) and nothing runs: a compile error raises."""
     made, buffers, storages, bands = {}, {}, {}, {}
     for name, spec in INPUTS.items():
         storages[name], buffers[name] = _guarded(spec, device)
@@ -142,7 +145,13 @@ def run(device: str, traced: bool = False, options: dict | None = None) -> dict:
             kwargs.update(options or {})
         if tracer is not None:
             tracer.launch = i
+        if compile_only_arch is not None:
+            with compile_only(compile_only_arch):
+                kernel(launch["kernel"]).warmup(*args, grid=tuple(launch["grid"]), **kwargs, **launch["options"])
+            continue
         kernel(launch["kernel"])[tuple(launch["grid"])](*args, **kwargs)
+    if compile_only_arch is not None:
+        return {"targets": {}, "findings": []}
     if device != "cpu":
         torch.cuda.synchronize()
     out: dict = {"targets": {}, "findings": []}
@@ -329,7 +338,7 @@ def run_side(side: str) -> dict | None:
     kind = KINDS.get(side, "")
     if kind == "compiled" and not torch.cuda.is_available():
         return None
-    if kind not in ("compiled", "interpreter") or (side in VARIANTS and VARIANTS[side] is None):
+    if kind not in ("compiled", "interpreter", "compile-only") or (side in VARIANTS and VARIANTS[side] is None):
         return None
     env = dict(os.environ)
     if kind == "interpreter":
@@ -404,8 +413,17 @@ def side_main(argv: list[str]) -> int:
     """`--side KIND OUT [SIDE]`: run one side here (SIDE: a compiled variant's label), write its results."""
     if argv[0] == "interpreter" and SHIM_NAMES is not None and os.environ.get("TRITON_INTERPRET") == "1":
         install(SHIM_NAMES, SHIMS_USED, POISON)
-    got = run("cpu" if argv[0] == "interpreter" else "cuda", traced=argv[0] == "interpreter",
-              options=(VARIANTS.get(argv[2]) if len(argv) == 3 else None) or {})
+    if argv[0] == "compile-only":  # each launch compiled for COMPILE_ARCH here, none run
+        try:
+            got = run("cpu", compile_only_arch=COMPILE_ARCH)
+        except Exception as exc:  # Triton's message: where (the source, marked), then what it rejected, last
+            text = str(exc).strip()
+            print(f"{type(exc).__name__}: {text}")
+            print(f"{type(exc).__name__}: {text.splitlines()[-1] if text else ''}", file=sys.stderr)  # (last line)
+            return 1
+    else:
+        got = run("cpu" if argv[0] == "interpreter" else "cuda", traced=argv[0] == "interpreter",
+                  options=(VARIANTS.get(argv[2]) if len(argv) == 3 else None) or {})
     np.savez(argv[1], **got["targets"])
     with open(argv[1] + ".json", "w") as f:
         json.dump({"findings": got["findings"], "shims": dict(SHIMS_USED)}, f)

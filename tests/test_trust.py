@@ -74,7 +74,9 @@ def test_a_failing_reference_fails_on_the_first_case():
 
 def test_lost_update_is_a_race_in_one_run_without_a_gpu_or_reference(tmp_path):
     r = run(H.lost_update, repro_dir=tmp_path)
-    assert r.opinions == ("interpreter", "interpreter:reversed")
+    # no GPU and no reference: the two interpreter orders (and, in CI, the compile-only opinion)
+    assert r.opinions[:2] == ("interpreter", "interpreter:reversed")
+    assert set(r.opinions[2:]) <= {"compile-only"}
     (d,) = r.failures
     assert d.verdict.label == V.RACE and d.verdict.kind == "race"
     assert "program 0 and program 1" in d.report and "without atomics" in d.report

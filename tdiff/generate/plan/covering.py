@@ -331,8 +331,21 @@ def triples_of(seen: Mapping[str, str], points: Mapping[str, Point], keys: Colle
             if len({points[a[0]].slot, points[b[0]].slot, points[c[0]].slot}) == 3}
 
 
+def owner(key: str) -> str:
+    """What a point belongs to: the tensor or input it is drawn for (`x` of "x.shape[1]", `inputs` of
+    "inputs#3[0..4]"); "" for a named dimension ("S"), which several tensors share."""
+    cut = min((i for i in (key.find("."), key.find("#")) if i >= 0), default=-1)
+    return key[:cut] if cut >= 0 else ""
+
+
+#: what a triple of one owner's points weighs on top (a tensor's own size, stride class and dtype; the choices of one
+#: composite; the named dimensions): they decide one tensor's addressing together, so they come first
+SAME_OWNER = 4
+
+
 def triple_weight(triple: Triple, points: Mapping[str, Point]) -> int:
-    return points[triple[0][0]].weight * points[triple[1][0]].weight * points[triple[2][0]].weight
+    w = points[triple[0][0]].weight * points[triple[1][0]].weight * points[triple[2][0]].weight
+    return w + SAME_OWNER if len({owner(k) for k, _ in triple}) == 1 else w
 
 
 class MissingTriples(dict):

@@ -39,7 +39,7 @@ class _Hopeless(BaseException):
 
 
 class _Enough(BaseException):
-    """The search drew its `max_examples` cases (judged or not)."""
+    """The search drew its planned cases and `max_examples` more (judged or not)."""
 
 
 #: stop a search after this many cases in a row that could not be judged, none judged before
@@ -69,15 +69,16 @@ def _hopeless(result: Any, recent: list[str]) -> str | None:
     return None
 
 
-#: the most planned cases a check gets unless `--tdiff-plan` says otherwise (and at most its `max_examples`): a plan
-#: stops sooner where fewer cover its triples and the pairs of its addressing points
+#: the most planned cases a check gets unless `--tdiff-plan` says otherwise (and at most half its `max_examples`): a
+#: plan stops sooner where fewer cover its triples and the pairs of its addressing points
 PLAN_CAP = 64
 
 
 def plan_budget(options: Any, max_examples: int) -> tuple[int, int]:
     """The most planned cases a check gets, and the least weight of the targets they cover (`boundary_plan`):
     `--tdiff-plan N`, every target; by default as many as cover the triples and the pairs of the points that decide
-    addressing, at most the check's `max_examples` and `PLAN_CAP`."""
+    addressing, at most half the check's `max_examples` (a check that declares a few costly examples keeps them
+    few; the CPU main job grew by a fifth) and `PLAN_CAP`."""
     if options.plan is not None:
         return options.plan, 0
     return min(PLAN_CAP, max_examples // 2), ADDRESSING_PAIRS

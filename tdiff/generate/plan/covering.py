@@ -302,10 +302,6 @@ def triple_keys(points: Mapping[str, Point], keys: Collection[str] = ()) -> tupl
     return chosen if keys or len({points[k].slot for k in chosen}) >= 3 else ()
 
 
-def _triple(a: Cell, b: Cell, c: Cell) -> Triple:
-    return tuple(sorted((a, b, c)))  # type: ignore[return-value]
-
-
 def all_triples(points: Mapping[str, Point], keys: Collection[str],
                 touching: Collection[str] | None = None) -> set[Triple]:
     """Every triple of groups of three of `keys`' points in different slots (`touching`: only those with one of

@@ -67,14 +67,14 @@ _VARIED = {"flag": 0, "layout": 1, "dtype": 2, "integer": 3}
 
 def unit_rows(points: Mapping[str, Point], rng: random.Random | None = None) -> list[dict[str, str]]:
     """Rows with one size that can be 1 (a decode step, one head, a batch of one) at 1 and every other size at its
-    nominal class (away from 1): first with every other point nominal too (packed layouts, ordinary values; a
-    point with no nominal class, a flag, at one drawn with `rng`), then with one other addressing point at each
-    other group of its classes (a layout's stride class, a dtype, each value of a user's flag or choice), the rest
-    as in the first row.
-    The bug class of a size-1 dimension among larger ones with the layout or flag that makes its stride matter: a
-    combination of three that pairs alone leave to the classes the rest of a row happens to get. The sizes take
-    turns (the first row of each, then the second, ...), so that a plan cut short still has each size at 1 with the
-    flags that come first (`_VARIED`); `rng` also picks a class in a group of several."""
+    nominal class (away from 1): first with every other point nominal too (packed layouts, ordinary values; an
+    addressing point with no nominal class, a flag, at one drawn with `rng`; a user's float as drawn), then with
+    one other addressing point at each other group of its classes (a layout's stride class, a dtype, each value of
+    a user's flag or choice), the rest as in the first row. The bug class of a size-1 dimension among larger ones
+    with the layout or flag that makes its stride matter: a combination of three that pairs alone leave to the
+    classes the rest of a row happens to get. The sizes take turns (the first row of each, then the second, ...),
+    so that a plan cut short still has each size at 1 with the flags that come first (`_VARIED`); `rng` also picks
+    a class in a group of several."""
     rng = rng or random.Random(0)
     per: list[list[dict[str, str]]] = []
     for k, p in sorted(points.items()):
@@ -85,7 +85,7 @@ def unit_rows(points: Mapping[str, Point], rng: random.Random | None = None) -> 
         for q, pq in sorted(points.items()):
             if q == k or pq.slot == p.slot:
                 continue
-            usual = _usual(pq) or (None if pq.unit else rng.choice(pq.names()))
+            usual = _usual(pq) or (rng.choice(pq.names()) if pq.addressing and not pq.unit else None)
             if usual is None:
                 continue
             base[q] = usual

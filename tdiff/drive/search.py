@@ -180,7 +180,7 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
     if on_case is not None:
         on_case("planning the boundaries")
     wrapped, planned_cases = _hypothesis_test(check, options, settings, test, pipeline.admit, result, group)
-    run.limit = settings.max_examples + len(planned_cases)
+    run.limit = result.max_examples = settings.max_examples + len(planned_cases)
     if on_case is not None:
         on_case("searching")
     stop = ahead(planned_cases) if ahead is not None and planned_cases else None

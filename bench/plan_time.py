@@ -3,8 +3,9 @@ sequences and coverage), so that a faster build is shown to plan the very same c
 
     PYTHONPATH=. python bench/plan_time.py suites/semantics/conversions.py [more modules or folders] [--json F]
 
-Rows as the search asks (3/4 of the check's examples under the profile: `--profile`, else as a run picks it, `ci`
-where CI=true, else `dev`), seeded as a derandomized search seeds them (the check id).
+Rows as the search asks (`tdiff.drive.search.plan_budget`: at most half the check's examples under the profile,
+`--profile`, else as a run picks it, `ci` where CI=true, else `dev`; `--plan N` as `--tdiff-plan N`), seeded as a
+derandomized search seeds them (the check id).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from tdiff.core.settings import PROFILES, RunOptions, default_profile, hypothesis_settings
 from tdiff.declaration import declared_in
 from tdiff.drive.pipeline import drawn_cases
-from tdiff.drive.search import stable_seed
+from tdiff.drive.search import plan_budget, stable_seed
 from tdiff.generate.plan.build import boundary_plan
 
 
@@ -36,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--profile", choices=PROFILES, default=None)
+    ap.add_argument("--plan", type=int, default=None, help="the most planned cases, as --tdiff-plan")
     args = ap.parse_args(argv)
-    opts = RunOptions(profile=args.profile or default_profile())
+    opts = RunOptions(profile=args.profile or default_profile(), plan=args.plan)
     print(f"profile {opts.profile}")
     out = {}
     total = 0.0
@@ -51,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
             examples = hypothesis_settings(opts, check.max_examples).max_examples
             t0 = time.perf_counter()
             try:
-                plan = boundary_plan(drawn_cases(check, opts), 3 * examples // 4, stable_seed(check.id))
+                rows, least = plan_budget(opts, examples)
+                plan = boundary_plan(drawn_cases(check, opts), rows, stable_seed(check.id), least=least)
             except Exception as exc:  # noqa: BLE001 - as the search does: the plan is not built
                 dt = time.perf_counter() - t0
                 out[check.id] = {"seconds": round(dt, 3), "error": f"{type(exc).__name__}: {exc}"}
@@ -61,10 +64,13 @@ def main(argv: list[str] | None = None) -> int:
             dt = time.perf_counter() - t0
             total += dt
             digest = hashlib.sha256(repr((plan.choices, plan.coverage.as_dict())).encode()).hexdigest()[:12]
+            cov = plan.coverage
             out[check.id] = {"seconds": round(dt, 3), "plan": digest, "rows": len(plan.choices),
-                             "pairs": plan.coverage.pairs, "points": plan.coverage.points}
-            print(f"{dt:7.2f} s  {digest}  rows {len(plan.choices):3d}  points {plan.coverage.points:4d}  "
-                  f"pairs {plan.coverage.pairs:7d}  {check.id}", flush=True)
+                             "pairs": cov.pairs, "covered": cov.covered, "triples": cov.triples,
+                             "triples_covered": cov.triples_covered, "points": cov.points}
+            print(f"{dt:7.2f} s  {digest}  rows {len(plan.choices):3d}  points {cov.points:4d}  "
+                  f"triples {cov.triples_covered:5d} of {cov.triples:6d}  pairs {cov.covered:5d} of {cov.pairs:7d}  "
+                  f"{check.id}", flush=True)
     print(f"{total:.1f} s in all, {len(out)} checks")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, sort_keys=True))

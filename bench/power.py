@@ -71,7 +71,7 @@ class Run:
 
 TARGETING = [False]  # --targeting: hypothesis's target phase (tdiff.drive.pipeline.guide) on or off
 THRESHOLDS = [True]  # --thresholds: size strategies draw the constants the kernel compares sizes with
-PLAN: list = [None]  # --plan: planned cases per check (None: tdiff's default, 3/4 of the examples; 0: none)
+PLAN: list = [None]  # --plan: planned cases per check, on top of the examples (None: tdiff's default; 0: none)
 BUDGET: dict = {}  # --compile-budget / --max-compiles: the compile budget policy (with a GPU)
 
 
@@ -249,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="size strategies also draw the sizes on the constants the kernel and its launch compare "
                          "sizes with (default on, as in tdiff)")
     ap.add_argument("--plan", type=int, default=None,
-                    help="planned cases per check before the random search (default: tdiff's, 3/4 of the examples; "
+                    help="the most planned cases per check, run before the random search's examples (default: "
+                         "tdiff's, at most half the examples; "
                          "0: none, the search before boundary plans)")
     ap.add_argument("--compile-budget", type=float, default=None,
                     help="compile seconds per check on new combinations of classes (tdiff's default: 30)")

@@ -13,6 +13,8 @@ by luck, and that the boundary plan (tdiff.generate.plan) is meant to reach by c
 | copy_misaligned_odd | a misaligned data pointer (the launcher's unaligned path) with an odd size |
 | bias_expanded_rows | an expanded (stride-0) input along its columns with more than one column |
 | colsum_transposed_tail | a non-contiguous input (row stride 1) with a tail (columns not a block multiple) |
+| rope_flag_row_stride | three ways: a size-1 dimension (seq), two ordinary sizes (batch, heads), a user's layout flag |
+| colsum16_transposed_tail | three ways: a tail size (columns), a stride class (row stride 1), a dtype (16-bit) |
 
 Imported by bench/power_mutants.py, which adds these to MUTANTS, ORIGINALS and TRIGGERS.
 """
@@ -24,6 +26,7 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+from hypothesis import strategies as st
 
 import tdiff
 from tdiff import strategies as tst
@@ -312,3 +315,160 @@ def colsum_transposed_tail(x_ptr, out_ptr, m, n, sm, sn, BLOCK_M: tl.constexpr, 
                 mask = (rm[:, None] < m) & (rn[None, :] >= 0)  # BUG: the column-major path forgets the column tail
     x = tl.load(x_ptr + rm[:, None] * sm + rn[None, :] * sn, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + rn, tl.sum(x, axis=0), mask=rn < n)
+
+
+# ------------------------------------------------------------------ three ways: a size 1, ordinary sizes, a flag
+# Declared as a user declares RoPE: q and k over named dimensions (batch, heads, kv heads, seq, head_dim), a dtype,
+# q and k head-major or in HF's layout (a flag), cos and sin per batch or shared (a flag), the position of the first
+# token; the bug needs seq 1 with batch > 1 and heads > 1 and the head-major flag.
+
+def _rope_flag_tables(b: int, s: int, half: int, start: int, per_batch: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    # (a token after the first: at position 0 the rotation changes nothing)
+    pos = torch.arange(s, dtype=torch.float32)[None, :, None] + (start + 1) + torch.arange(b if per_batch else 1)[
+        :, None, None]
+    freq = 1.0 / (10000.0 ** (torch.arange(half, dtype=torch.float32) / max(half, 1)))
+    return torch.cos(pos * freq), torch.sin(pos * freq)  # (batch or 1, seq, half)
+
+
+def _rope_flag_launch(kernel, q, k, head_major, per_batch, start):
+    # q, k: (batch, heads, seq, head_dim). head_major: the wrapper gets them as they are, packed head-major (as a
+    # decode step keeps them); else in HF's layout, (batch, seq, heads, head_dim) tensors seen transposed (copies,
+    # written back). The wrapper makes its (batch, seq, heads, head_dim) views contiguous: no copy where PyTorch
+    # calls the transposed view contiguous (seq == 1 with q head-major)
+    b, _, s, d = q.shape
+    half = d // 2
+    cos, sin = _rope_flag_tables(b, s, half, start, per_batch)
+    cos, sin = cos.to(q.device).expand(b, s, half), sin.to(q.device).expand(b, s, half)  # (shared: batch stride 0)
+    for x in (q, k):
+        h = x.shape[1]
+        src = x if head_major else torch.empty((b, s, h, d), dtype=x.dtype, device=x.device).copy_(
+            x.transpose(1, 2)).transpose(1, 2)  # (strides of its own: packed (batch, seq, heads, head_dim) at seq 1)
+        xt = src.transpose(1, 2).contiguous()
+        kernel[(b * s, h)](xt, cos, sin, xt.stride(0), xt.stride(1), xt.stride(2), cos.stride(0), s, half,
+                           BLOCK=triton.next_power_of_2(max(half, 1)))
+        if xt.data_ptr() != x.data_ptr():
+            x.copy_(xt.transpose(1, 2))
+
+
+def _rope_flag_reference(q, k, head_major, per_batch, start):
+    b, _, s, d = q.shape
+    half = d // 2
+    cos, sin = _rope_flag_tables(b, s, half, start, per_batch)
+    for x in (q, k):
+        f = x.float()
+        x1, x2 = f[..., :half], f[..., half:2 * half]
+        c, sn = cos[:, None], sin[:, None]  # (batch or 1, 1, seq, half)
+        out = f.clone()
+        out[..., :half] = x1 * c - x2 * sn
+        out[..., half:2 * half] = x2 * c + x1 * sn
+        x.copy_(out.to(x.dtype))
+
+
+@generic(launch=_rope_flag_launch, reference=_rope_flag_reference,
+         dims={"B": tst.sizes(max_value=4), "H": tst.sizes(max_value=8), "HK": tst.sizes(max_value=8),
+               "S": tst.sizes(max_value=9), "D": tst.sizes(max_value=64)},
+         q=tst.tensors(shape=("B", "H", "S", "D"), dtype=["float32", "float16", "bfloat16"], layouts=["contiguous"],
+                       values=unit),
+         k=tst.tensors(shape=("B", "HK", "S", "D"), dtype=["float32", "float16", "bfloat16"],
+                       layouts=["contiguous"], values=unit),
+         head_major=st.booleans(), per_batch=st.booleans(), start=st.integers(0, 8))
+@triton.jit
+def rope_flag(x_ptr, cos_ptr, sin_ptr, stride_b, stride_s, stride_h, stride_cb, seq, half, BLOCK: tl.constexpr):
+    """Rotary embedding in place, one program per (token row, head); cos/sin per batch (stride_cb) or shared (0)."""
+    row = tl.program_id(0)
+    h = tl.program_id(1)
+    b = row // seq
+    s = row % seq
+    base = x_ptr + b * stride_b + s * stride_s + h * stride_h
+    d = tl.arange(0, BLOCK)
+    mask = d < half
+    x1 = tl.load(base + d, mask=mask).to(tl.float32)
+    x2 = tl.load(base + d + half, mask=mask).to(tl.float32)
+    c = tl.load(cos_ptr + b * stride_cb + s * half + d, mask=mask)
+    sn = tl.load(sin_ptr + b * stride_cb + s * half + d, mask=mask)
+    tl.store(base + d, (x1 * c - x2 * sn).to(x_ptr.dtype.element_ty), mask=mask)
+    tl.store(base + d + half, (x2 * c + x1 * sn).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+def _rope_flag_triggered(c: Any) -> bool:
+    b, h, s, d = _shape(c, "q")
+    hk = _shape(c, "k")[1]
+    return bool(c.inputs["head_major"]) and s == 1 and b > 1 and max(h, hk) > 1 and d >= 2
+
+
+@rope_flag.mutant(kind="size-1 x sizes x flag", bug="token row `b * seq + s` addressed with seq's stride",
+                  trigger="seq == 1 with batch > 1 and heads > 1 (q or k), head-major (the user's flag)",
+                  triggered=_rope_flag_triggered)
+@triton.jit
+def rope_flag_row_stride(x_ptr, cos_ptr, sin_ptr, stride_b, stride_s, stride_h, stride_cb, seq, half,
+                         BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    h = tl.program_id(1)
+    b = row // seq
+    s = row % seq
+    base = x_ptr + row * stride_s + h * stride_h  # BUG: assumes stride_b == seq * stride_s
+    d = tl.arange(0, BLOCK)
+    mask = d < half
+    x1 = tl.load(base + d, mask=mask).to(tl.float32)
+    x2 = tl.load(base + d + half, mask=mask).to(tl.float32)
+    c = tl.load(cos_ptr + b * stride_cb + s * half + d, mask=mask)
+    sn = tl.load(sin_ptr + b * stride_cb + s * half + d, mask=mask)
+    tl.store(base + d, (x1 * c - x2 * sn).to(x_ptr.dtype.element_ty), mask=mask)
+    tl.store(base + d + half, (x2 * c + x1 * sn).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+# ------------------------------------------------------------------ three ways: a tail, a stride class, a dtype
+# Declared as a user declares a column reduction: x of any layout and one of three dtypes, a second input y like x,
+# an optional scale (a flag); the bug needs a 16-bit dtype, x with row stride 1 and columns not a multiple of 16.
+
+def _colsum16_launch(kernel, x, y, scaled):
+    m, n = x.shape
+    out = torch.empty(n, dtype=torch.float32, device=x.device)
+    kernel[(triton.cdiv(n, 16),)](x, y, out, m, n, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+                                  2.0 if scaled else 1.0, HALF=x.element_size() == 2,
+                                  BLOCK_M=triton.next_power_of_2(m), BLOCK_N=16)
+    return out
+
+
+@generic(launch=_colsum16_launch, reference=lambda x, y, scaled: (x.float() + y.float()).sum(0) * (2.0 if scaled
+                                                                                                    else 1.0),
+         x=tst.tensors(ndim=2, dtype=["float32", "float16", "bfloat16"], values=unit),
+         y=tst.tensors(like="x", readonly=True, values=unit), scaled=st.booleans())
+@triton.jit
+def colsum16(x_ptr, y_ptr, out_ptr, m, n, sxm, sxn, sym, syn, scale, HALF: tl.constexpr, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr):
+    """Column sums of x + y (float32), times scale, 16 columns a program; a 16-bit path of its own (HALF)."""
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.arange(0, BLOCK_M)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    x = tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + rm[:, None] * sym + rn[None, :] * syn, mask=(rm[:, None] < m) & (rn[None, :] < n),
+                other=0.0).to(tl.float32)
+    tl.store(out_ptr + rn, tl.sum(x + y, axis=0) * scale, mask=rn < n)
+
+
+def _colsum16_triggered(c: Any) -> bool:
+    x = c.inputs["x"]
+    m, n = _shape(c, "x")
+    return x.dt.itemsize == 2 and x.strides[0] == 1 and m > 1 and n > 1 and n % 16 != 0
+
+
+@colsum16.mutant(kind="tail x stride class x dtype",
+                 bug="the 16-bit column-major path (row stride 1) drops the column mask",
+                 trigger="x 16-bit with row stride 1 (transposed), more than one row and column, n % 16 != 0",
+                 triggered=_colsum16_triggered)
+@triton.jit
+def colsum16_transposed_tail(x_ptr, y_ptr, out_ptr, m, n, sxm, sxn, sym, syn, scale, HALF: tl.constexpr,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rm = tl.arange(0, BLOCK_M)
+    mask = (rm[:, None] < m) & (rn[None, :] < n)
+    if HALF:  # noqa: SIM102
+        if sxm == 1:  # noqa: SIM102  (nested: a compiled `and` of runtime scalars specialized to 1 fails to compile)
+            if m > 1:  # noqa: SIM102
+                if n > 1:
+                    mask = (rm[:, None] < m) & (rn[None, :] >= 0)  # BUG: the 16-bit column-major path, no column tail
+    x = tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask, other=0.0).to(tl.float32)
+    y = tl.load(y_ptr + rm[:, None] * sym + rn[None, :] * syn, mask=(rm[:, None] < m) & (rn[None, :] < n),
+                other=0.0).to(tl.float32)
+    tl.store(out_ptr + rn, tl.sum(x + y, axis=0) * scale, mask=rn < n)

@@ -139,9 +139,11 @@ OPTIONS: tuple[Option, ...] = (
            "targeting"),
     Option("thresholds", bool, "on: size strategies also draw the sizes on the constants the kernel and its "
            "launch compare sizes with", "on", "thresholds"),
-    Option("plan", int, "cases per check planned before the random search to cover every pair of boundary "
-           "classes across its choice points (sizes, layouts, dtypes, value classes, integers drawn inside user "
-           "strategies) that it can; 0: none", "three quarters of the check's examples", "plan", minimum=0),
+    Option("plan", int, "the most cases per check planned before the random search (a budget of their own, on top "
+           "of its examples) to cover the triples of boundary classes of the choices that decide memory addressing "
+           "(sizes, layouts, dtypes, integers and flags drawn inside user strategies) and the pairs of all of them "
+           "(value classes too); 0: none", "as many as cover the triples and the pairs of addressing choices, at most "
+           "the check's examples and 64", "plan", minimum=0),
     Option("localize", bool, "on: name the compiler pass after which a `compiled wrong` case goes wrong (MLIR's "
            "per-pass dumps bisected on the GPU, confirmed by leaving the pass out; README: Check a compiler "
            "change)", "off", "localize"),

@@ -56,3 +56,21 @@ def threshold_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
     tl.store(out_ptr + offs, tl.where(x > 20.0, tl.log(1 + tl.exp(x)), x), mask=mask)
+
+
+def _rows_launch(kernel, x, head_major):
+    # x: (batch, heads, seq, dim); the flag only says how a wrapper would hand it over (no bug here)
+    out = torch.empty_like(x)
+    kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    return out
+
+
+@tdiff.check(launch=_rows_launch, reference=lambda x, head_major: x * 2,
+             x=tst.tensors(shape=(tst.sizes(max_value=4), tst.sizes(max_value=8), tst.sizes(max_value=9),
+                                  tst.sizes(max_value=16)), layouts=["contiguous"]),
+             head_major=st.booleans())
+@triton.jit
+def decode_flag_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)

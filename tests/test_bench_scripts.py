@@ -29,6 +29,12 @@ def test_power_runs_one_mutant(tmp_path):
     assert "vector_add_mask_le" in out.read_text()
 
 
+def test_power_rope_finds_the_decode_bug_from_the_generic_declaration():
+    r = _run("bench/power_rope.py", "--seeds", "1", "--examples", "10")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(the decode bug)" in r.stdout and "found in 1 of 1 seeds" in r.stdout
+
+
 def test_reduce_runs_a_corpus_entry_and_counts_unchecked_reductions_as_not_reduced(tmp_path):
     out, rows = tmp_path / "reduce.md", tmp_path / "rows.json"
     r = _run("bench/reduce.py", "--no-mutants", "--only", "f32_to_f16_rtz", "--budget", "10", "--out", str(out),

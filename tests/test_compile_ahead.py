@@ -45,6 +45,46 @@ def test_planned_cases_come_in_the_order_hypothesis_runs_them():
     assert order != [c.describe() for c in plan.cases]  # (the plan's own order is another one)
 
 
+def test_planned_cases_sharing_a_specialization_run_one_after_another():
+    check = K.masked_tail_bug.__tdiff_checks__[0]
+    strategy = drawn_cases(check, RunOptions())
+    plan = boundary_plan(strategy, 12, seed=3)
+
+    def spec(case):  # (a stand-in for the launch keys: the size's class)
+        n = case.inputs["x"].shape[0]
+        return "one" if n == 1 else "16" if n % 16 == 0 else "other"
+
+    assert len({spec(c) for c in plan.cases}) >= 2
+    grouped = plan.grouped(spec)
+    key = b"tdiff-test-grouped"
+    seen = []
+
+    @hypothesis.settings(database=grouped.database(key), phases=[Phase.reuse], max_examples=100, deadline=None)
+    @hypothesis.given(strategy)
+    def run(case):
+        seen.append(case)
+
+    run._hypothesis_internal_database_key = key
+    run()
+    assert [c.describe() for c in seen] == [c.describe() for c in grouped.replay_order()] == \
+        [c.describe() for c in grouped.cases]
+    keys = [spec(c) for c in seen]
+    assert keys == sorted(keys, key=keys.index)  # each specialization's cases one after another
+    assert keys[0] == spec(plan.replay_order()[0])  # (the groups in the order hypothesis would reach them)
+    assert sorted(c.describe() for c in seen) == sorted(c.describe() for c in plan.cases)
+
+
+def test_a_case_s_specialization_is_the_launch_keys_a_dry_launch_predicts():
+    import tdiff
+
+    check = K.masked_tail_bug.__tdiff_checks__[0]
+    key = tdiff.Runner(RunOptions(isolation="none")).specialization(check)
+    three, five, thirty_two, forty_eight, one = (key(Case({"x": tensor_arg(torch.zeros(n))}))
+                                                 for n in (3, 5, 32, 48, 1))
+    assert three == five and thirty_two == forty_eight and len({three, thirty_two, one}) == 3
+    assert three[0] == "keys"
+
+
 def test_a_layout_goes_to_one_compile_worker_and_the_last_cases_first():
     cases = [Case({"x": tensor_arg(torch.zeros(n))}) for n in (1, 2, 2, 3, 4, 5)]
     jobs = ahead.jobs("target", cases, 2)

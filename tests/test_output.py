@@ -93,7 +93,8 @@ KERNELS = textwrap.dedent('''
 
 @pytest.fixture
 def project(pytester):
-    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5)
+    # (no boundary plan: these count cases exactly)
+    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0)
     return pytester
 
 

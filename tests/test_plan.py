@@ -9,6 +9,7 @@ import tdiff
 from tdiff.declaration import checks_of
 from tdiff.generate import case_strategy
 from tdiff.generate.plan import boundary_plan
+from tdiff.generate.plan.classes import Klass, categorical
 from tdiff.generate.plan.covering import all_pairs, next_row
 from tests import plan_kernels as P
 
@@ -165,11 +166,146 @@ def test_a_planned_case_that_fails_is_shrunk_and_reproduced(tmp_path):
 
 
 def test_the_plan_is_reported(tmp_path):
+    import re
+
     (result,) = tdiff.verify(P.knob_kernel, options=_opts(tmp_path, None))
-    assert result.plan["rows"] == 15 and result.plan["pairs"] > 0  # 3/4 of the ci profile's 20 examples
-    assert result.plan_line.startswith(f"pairs of classes: {result.plan['covered']} of {result.plan['pairs']}")
+    plan = result.plan
+    assert plan["cap"] == 10 and 1 <= plan["rows"] <= 10  # at most half the ci profile's 20 examples
+    assert plan["pairs"] > 0 and plan["triples"] > 0 and plan["triple_points"] >= 3
+    assert re.fullmatch(r"triples (\d+) of (\d+) and pairs (\d+) of (\d+) covered by (\d+) planned case\(s\) "
+                        r"\(cap 10\)(; missing: .*)?", result.plan_line)
+    assert result.plan_line.startswith(f"triples {plan['triples_covered']} of {plan['triples']} and pairs "
+                                       f"{plan['covered']} of {plan['pairs']} covered by {plan['rows']} planned")
     (off,) = tdiff.verify(P.knob_kernel, options=_opts(tmp_path, 0))
     assert off.plan == {} and off.plan_line == ""
+
+
+def test_the_line_names_what_no_planned_case_held():
+    from tdiff.generate.plan import Coverage
+
+    cov = Coverage(rows=48, cap=64, pairs=2016, covered=2010, missing=["a=1 with b=2"], triples=420,
+                   triples_covered=310, triples_missing=["a=1 with b=2 with c=True"], points_left=3)
+    assert cov.line() == ("triples 310 of 420 and pairs 2010 of 2016 covered by 48 planned case(s) (cap 64); "
+                          "missing: a=1 with b=2 with c=True, a=1 with b=2 and 114 more; 3 choice point(s) past "
+                          "the first 48 left to the random search")
+
+
+def test_planned_cases_have_a_budget_of_their_own(tmp_path):
+    # `--tdiff-plan N`: N planned cases, then the check's examples at random (not N of them)
+    (result,) = tdiff.verify(P.knob_kernel, options=_opts(tmp_path, 7, 5))
+    assert result.plan["rows"] == 7 and result.plan["cap"] == 7
+    assert result.cases == 7 + 5
+    # by default: as many as cover the triples and the addressing pairs, at most half the check's examples
+    (default,) = tdiff.verify(P.knob_kernel, options=_opts(tmp_path, None, 6))
+    assert default.plan["cap"] == 3 and default.cases == default.plan["rows"] + 6
+
+
+def test_a_size_at_one_meets_every_value_of_a_flag_among_ordinary_sizes():
+    # (the decode step: seq 1 with batch and heads above 1, and the flag that makes the stride of seq matter)
+    (check,) = checks_of(P.decode_flag_kernel)
+    strategy = case_strategy(check)
+    for seed in range(5):
+        plan = boundary_plan(strategy, 16, seed=seed)  # (the first half of a plan at most: a size at 1)
+        held = set()
+        for choices in plan.choices:
+            case = _replay(strategy, choices)
+            shape = case.inputs["x"].shape
+            for i, n in enumerate(shape):
+                if n == 1 and all(m > 1 for j, m in enumerate(shape) if j != i):
+                    held.add((i, case.inputs["head_major"]))
+        assert held == {(i, f) for i in range(4) for f in (False, True)}, seed
+
+
+def _covering(points, triples, rng_seed=0, cap=400):
+    """Rows `next_row` builds (with `triples`, the triples of `points` too), each held as built, until none is
+    missing; the triples of groups the rows hold."""
+    import random
+
+    from tdiff.generate.plan.covering import (
+        MissingTriples,
+        PairIndex,
+        missing_pairs,
+        missing_triples,
+        pairs_of,
+        triple_keys,
+        triples_of,
+    )
+
+    rng = random.Random(rng_seed)
+    left = missing_pairs(PairIndex(points), set())
+    keys = triple_keys(points)
+    left3 = missing_triples(points, keys, set()) if triples else MissingTriples()
+    held, rows = set(), 0
+    while (picked := next_row(points, left, rng, triples=left3)) is not None and rows < cap:
+        row, _ = picked
+        for p in pairs_of(row, points):
+            left.pop(p, None)
+        got = triples_of(row, points, keys)
+        for t in got:
+            left3.pop(t, None)
+        held |= got
+        rows += 1
+    return held, rows
+
+
+def test_every_triple_of_addressing_points_is_covered_which_pairs_alone_miss():
+    from tdiff.generate.plan.classes import BOOLS, Klass, Point
+    from tdiff.generate.plan.covering import all_triples, triple_keys
+
+    def point(k, n, kind="integer"):
+        return Point(k, BOOLS if kind == "flag" else tuple(Klass(str(i), (i,)) for i in range(n)), k, kind=kind)
+
+    points = {k: point(k, 3) for k in "abcde"}
+    points["f"] = point("f", 0, "flag")
+    points["v"] = Point("v", tuple(Klass(str(i), (i,)) for i in range(4)), "v", weight=1, kind="values")
+    keys = triple_keys(points)
+    assert keys == tuple("abcdef")  # (value classes: two by two only)
+    want = all_triples(points, keys)
+    held, rows = _covering(points, triples=True)
+    assert held == want and rows < len(want)
+    pairs_only, _ = _covering(points, triples=False)
+    assert len(pairs_only) < len(want)  # a covering array of pairs leaves triples out
+
+
+def test_a_triple_is_of_groups_a_size_is_one_a_multiple_of_16_or_a_tail():
+    from tdiff.generate.plan.classes import Point, size_classes
+
+    size = Point("n", size_classes(1, 64, (), ()), "n", kind="size", nominal=("small prime",))
+    assert size.groups() == ("1", "multiple of 16", "tail")
+    assert size.group("block edge") == "tail" and size.group("most") == "multiple of 16"
+    choice = Point("c", tuple(Klass(str(i), (i,)) for i in range(1, 10)), "c", kind="integer")
+    assert choice.groups() == ("1", "2..8", "9")
+    layout = Point("l", categorical(["contiguous", "transposed", "sliced", "padded", "offset (misaligned)"]), "l",
+                   kind="layout")
+    assert layout.groups() == ("contiguous", "transposed", "gaps", "offset (misaligned)")
+
+
+def test_a_plan_keeps_to_its_first_points_and_says_what_it_left():
+    from tdiff.generate.plan.classes import Klass, Point
+    from tdiff.generate.plan.covering import PLAN_POINTS, TRIPLE_POINTS, first_points, triple_keys
+
+    points = {f"inputs#{i}[0..2]": Point(f"inputs#{i}[0..2]", tuple(Klass(str(v), (v,)) for v in range(3)),
+                                         f"inputs#{i}", kind="integer") for i in range(80)}
+    points["x.layout"] = Point("x.layout", categorical(["contiguous", "transposed"]), "x.layout", kind="layout")
+    chosen = first_points(points, (), PLAN_POINTS)
+    assert len(chosen) == PLAN_POINTS and "x.layout" in chosen and "inputs#0[0..2]" in chosen
+    assert "inputs#79[0..2]" not in chosen  # (tdiff's own first, then a user's draws in the order drawn)
+    assert first_points(points, chosen, PLAN_POINTS) == chosen  # (a plan's points only grow)
+    keys = triple_keys(points)
+    assert len(keys) == TRIPLE_POINTS and keys[-1] == "x.layout"
+
+
+def test_ordinary_values_are_seen_as_ordinary():
+    # (a dense draw was classed "structured": the plan never saw the pairs of ordinary values it aimed at)
+    from tdiff.generate.plan.build import realize
+
+    (check,) = checks_of(P.knob_kernel)
+    strategy = case_strategy(check)
+    drawn = realize(strategy, {}, seed=0)
+    want = drawn.steering.points["x.values"].classes[0]
+    assert want.name == "ordinary"
+    for seed, member in enumerate(want.members):
+        assert realize(strategy, {"x.values": member}, seed=seed).steering.seen["x.values"] == "ordinary"
 
 
 def test_values_either_side_of_a_float_constant_the_kernel_compares_with():

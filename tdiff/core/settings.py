@@ -95,8 +95,9 @@ class RunOptions:
     targeting: bool = False
     # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.generate.thresholds)
     thresholds: bool = True
-    # planned cases per check before the random search, covering pairs of boundary classes
-    # (tdiff.generate.plan); None: three quarters of the check's examples; 0: none
+    # the most planned cases per check, run before (and on top of) the random search's examples, covering triples
+    # and pairs of boundary classes (tdiff.generate.plan); None: as many as cover the triples and the pairs of
+    # addressing choices, at most the check's examples and 64 (tdiff.drive.search.plan_budget); 0: none
     plan: int | None = None
     # name the compiler pass after which a `compiled wrong` case goes wrong (tdiff.execute.stages; needs a GPU)
     localize: bool = False

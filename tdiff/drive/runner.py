@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,7 +27,7 @@ from ..errors import CorpusError, DivergenceError
 from ..execute import ahead
 from ..execute.backends.base import gpu_available
 from ..execute.backends.dry_launch import SPEC as SPECIALIZE
-from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget
+from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget, layout_of
 from ..execute.workers import InProcess, Pool, shared_pool
 from ..judge.opinions import Opinions, choose
 from ..record import corpus as corpus_mod
@@ -123,7 +124,8 @@ class Runner:
                 replays = self.replay_corpora(check, result, judge)
             self.phase(result, "searching")
             found = search(pipeline, lambda phase: self.phase(result, phase),
-                           self.compile_ahead(judge, ahead_workers) if ahead_workers else None)
+                           self.compile_ahead(judge, ahead_workers) if ahead_workers else None,
+                           self.specialization(check) if ahead_workers else None)
             result.budget_skipped, result.budget_beyond = budget.skipped, budget.for_classes
             if budget.describe():
                 result.notes.append(budget.describe())  # type: ignore[arg-type]
@@ -194,6 +196,19 @@ class Runner:
             return stop
 
         return start
+
+    def specialization(self, check: Check) -> Callable[[Case], Hashable | None]:
+        """A case's specialization, for the search to run planned cases that share one one after another (on the
+        GPU, where each costs a compile): the launch keys a dry launch predicts, else its layout (`layout_of`)."""
+
+        def key(case: Case) -> Hashable | None:
+            try:
+                keys = self.predict_keys(check, case)
+            except Exception:  # noqa: BLE001 - (the order is all it decides: the case runs anyway)
+                keys = None
+            return ("keys", tuple(keys)) if keys else ("layout", layout_of(case))
+
+        return key
 
     def budget(self, check: Check, opinions: Opinions) -> CompileBudget:
         """The check's compile budget; none when no opinion compiles on a GPU (interpreter, reference, compile-only:

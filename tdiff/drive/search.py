@@ -1,16 +1,16 @@
 """The search: hypothesis draws cases for a check, each is judged (`CasePipeline`), the first failing case stops it.
 
 Cases past the check's compile budget still run every opinion that needs no compile (the
-interpreter against the reference, or against itself), so nothing drawn is thrown away. A search draws
-at most `max_examples` cases, judged or not, and stops early when none can be judged; a derandomized one
-is seeded by the check's id alone.
+interpreter against the reference, or against itself), so nothing drawn is thrown away. A search runs the
+check's planned cases (a budget of their own, `--tdiff-plan`) and draws at most `max_examples` more, judged or
+not, and stops early when none can be judged; a derandomized one is seeded by the check's id alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +22,12 @@ from hypothesis.internal.reflection import function_digest
 from ..core.case import Case
 from ..core.settings import hypothesis_settings
 from ..errors import DeclarationError
-from ..generate.plan import boundary_plan, seeded_database
+from ..generate.plan import ADDRESSING_PAIRS, boundary_plan
 from .case_judge import HangBudgetSpent
 from .pipeline import CasePipeline, CaseRecord, drawn_cases
+
+#: a planned case's specialization (None: not known): those sharing one run one after another
+Grouping = Callable[[Case], Hashable | None]
 
 
 class _Diverged(Exception):
@@ -36,7 +39,7 @@ class _Hopeless(BaseException):
 
 
 class _Enough(BaseException):
-    """The search drew its `max_examples` cases (judged or not)."""
+    """The search drew its planned cases and `max_examples` more (judged or not)."""
 
 
 #: stop a search after this many cases in a row that could not be judged, none judged before
@@ -66,19 +69,36 @@ def _hopeless(result: Any, recent: list[str]) -> str | None:
     return None
 
 
+#: the most planned cases a check gets unless `--tdiff-plan` says otherwise (and at most half its `max_examples`): a
+#: plan stops sooner where fewer cover its triples and the pairs of its addressing points
+PLAN_CAP = 64
+
+
+def plan_budget(options: Any, max_examples: int) -> tuple[int, int]:
+    """The most planned cases a check gets, and the least weight of the targets they cover (`boundary_plan`):
+    `--tdiff-plan N`, every target; by default as many as cover the triples and the pairs of the points that decide
+    addressing, at most half the check's `max_examples` (a check that declares a few costly examples keeps them
+    few; the CPU main job grew by a fifth) and `PLAN_CAP`."""
+    if options.plan is not None:
+        return options.plan, 0
+    return min(PLAN_CAP, max_examples // 2), ADDRESSING_PAIRS
+
+
 def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
-            result: Any) -> tuple[hypothesis.settings, list[Case]]:
+            result: Any, group: Grouping | None = None) -> tuple[hypothesis.settings, list[Case]]:
     """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
-    search's `key`: hypothesis's reuse phase runs the planned cases first, as ordinary cases; and those cases, in
-    the order it runs them. The plan's coverage goes to `result`."""
-    rows = options.plan if options.plan is not None else 3 * settings.max_examples // 4
+    search's `key`, and `max_examples` grown by the planned cases (a budget of their own): hypothesis's reuse phase
+    runs the planned cases first, as ordinary cases, then draws its `max_examples` at random; and those cases, in
+    the order it runs them (with `group`, a case's specialization, those sharing one one after another: `Plan.grouped`).
+    The plan's coverage goes to `result`."""
+    rows, least = plan_budget(options, settings.max_examples)
     if rows <= 0 or Phase.reuse not in settings.phases:
         return settings, []
     # the same seed as the search's: a derandomized plan is the check id's, a seeded one the seed's
     seed = options.seed if options.seed is not None else stable_seed(check.id) if settings.derandomize \
         else random.getrandbits(64)
     try:
-        plan = boundary_plan(strategy, min(rows, settings.max_examples), seed)
+        plan = boundary_plan(strategy, rows, seed, least=least)
     except DeclarationError:
         raise
     except Exception as exc:  # drawing failed: the search proper will say why
@@ -92,11 +112,14 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
     # (a seeded run keeps no database of its own, as hypothesis.seed has it)
     base = settings.database if options.seed is None else None
     try:
-        db = seeded_database(plan.choices, key, base)
+        if group is not None:
+            plan = plan.grouped(group)
+        db = plan.database(key, base)
     except ImportError as exc:  # a hypothesis whose database stores no choice sequences
         result.notes.append(f"boundary plan: not run ({exc}); random search only")
         return settings, []
-    return hypothesis.settings(settings, derandomize=False, database=db), plan.replay_order()
+    return hypothesis.settings(settings, derandomize=False, database=db,
+                               max_examples=settings.max_examples + len(plan.choices)), plan.replay_order()
 
 
 @dataclass
@@ -104,19 +127,22 @@ class _Run:
     """What a search keeps between the cases hypothesis hands its test."""
 
     found: CaseRecord | None = None  # the failing case: later runs are hypothesis shrinking it
+    limit: int = 0  # the cases the search draws: the planned ones and `max_examples` more
     not_judged: list[str] = field(default_factory=list)  # the reasons of the cases not judged, none judged yet
 
 
 def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
-           ahead: Callable[[list[Case]], Callable[[], None]] | None = None) -> CaseRecord | None:
+           ahead: Callable[[list[Case]], Callable[[], None]] | None = None,
+           group: Grouping | None = None) -> CaseRecord | None:
     """Run the check's hypothesis search, each case through `pipeline`; the first failing case (as hypothesis
     shrank it), or None.
 
-    The search draws at most `max_examples` cases, judged or not (cases hypothesis runs while shrinking a
-    failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
+    The search draws the planned cases and at most `max_examples` more, judged or not (cases hypothesis runs while
+    shrinking a failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
     `on_case`, if given, is called after each case with what the search is doing (its phase). `ahead`, if given,
     gets the planned cases before the search runs them (to compile their specializations ahead of use) and returns
-    what to call when the search is over."""
+    what to call when the search is over; `group`, if given, the key of a case's specialization (planned cases
+    sharing one run one after another)."""
     judge = pipeline.judge
     check, result, options = judge.check, judge.result, judge.options
     settings = hypothesis_settings(options, check.max_examples)
@@ -146,14 +172,15 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
             if why:
                 result.stopped = why
                 raise _Hopeless()
-        if not shrinking and result.cases >= settings.max_examples:
+        if not shrinking and result.cases >= run.limit:
             raise _Enough()
         if not record.judged:
             hypothesis.reject()
 
     if on_case is not None:
         on_case("planning the boundaries")
-    wrapped, planned_cases = _hypothesis_test(check, options, settings, test, pipeline.admit, result)
+    wrapped, planned_cases = _hypothesis_test(check, options, settings, test, pipeline.admit, result, group)
+    run.limit = result.max_examples = settings.max_examples + len(planned_cases)
     if on_case is not None:
         on_case("searching")
     stop = ahead(planned_cases) if ahead is not None and planned_cases else None
@@ -189,13 +216,14 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
 
 
 def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, test: Callable[[Case], None],
-                     admit: Callable[[Case], bool], result: Any) -> tuple[Callable[[], None], list[Case]]:
+                     admit: Callable[[Case], bool], result: Any,
+                     group: Grouping | None = None) -> tuple[Callable[[], None], list[Case]]:
     """`test` as the search's hypothesis test: drawing `drawn_cases`, under `settings` with the boundary plan in
     its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id."""
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
     derandomized = settings.derandomize  # (the plan's settings derandomize nothing: they have a database)
-    settings, cases = planned(check, drawn_cases(check, options), settings, options, key, result)
+    settings, cases = planned(check, drawn_cases(check, options), settings, options, key, result, group)
     wrapped = settings(hypothesis.given(drawn_cases(check, options, admit))(test))
     wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:

@@ -100,11 +100,14 @@ def _planned(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tu
              kinds: tuple[str, ...]) -> Layout:
     # every allowed kind is a class, whether this shape can take it or not ("size1" needs a dimension of
     # size 1): a class the plan wants where the shape rules it out is drawn as hypothesis would
-    names = [k for k in LAYOUTS if k in allowed and k not in ("offset", "expanded")]
-    for k, how in (("offset", ("misaligned", "aligned")), ("expanded", ("every", "some"))):
+    # (but not those no shape of this rank takes: a size-1 stride or some dimensions expanded, of a 1-d tensor)
+    names = [k for k in LAYOUTS if k in allowed and k not in ("offset", "expanded")
+             and (k != "size1" or len(shape) >= 2)]
+    for k, how in (("offset", ("misaligned", "aligned")), ("expanded", ("every", "some") if len(shape) >= 2
+                                                                      else ("every",))):
         if k in allowed:
             names += [f"{k} ({h})" for h in how]
-    want = steer.choose("", categorical(names), nominal=("contiguous",))
+    want = steer.choose("", categorical(names), nominal=("contiguous",), kind="layout")
     if want is not None and want.split(" ")[0] in kinds:
         kind = want.split(" ")[0]
         first = kinds.index(kind)

@@ -42,7 +42,7 @@ def _hinted(special: list[int], lo: int, hi: int) -> st.SearchStrategy[int]:
 
     def _planned(draw: Any, near: tuple[int, ...]) -> int:
         with steer.semantic():
-            want = steer.choose("", size_classes(lo, hi, special, near), nominal=SIZE_NOMINAL)
+            want = steer.choose("", size_classes(lo, hi, special, near), nominal=SIZE_NOMINAL, kind="size")
             if want is not None and lo <= want <= hi:
                 # the index of the plain branch in the one_of drawn (none: the plain strategy alone)
                 plain_at = (1 if special else 0) + (1 if near and hints.aimed() else 0)

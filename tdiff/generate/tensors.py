@@ -139,7 +139,7 @@ class TensorStrategy:
 def _planned_choice(draw: st.DrawFn, name: str, options: tuple[str, ...]) -> str:
     """`draw(choice(options))` at a planned case: the option the plan wants, if any."""
     with steer.semantic():
-        want = steer.choose(name, categorical(options), nominal=options[:1])
+        want = steer.choose(name, categorical(options), nominal=options[:1], kind=name)
         if want in options:
             steer.script([options.index(want)])
         elif want is not None:  # (this draw's options are not those the plan learnt the point's classes from)

@@ -280,7 +280,7 @@ def value_class(drawn: tuple[str, ...]) -> str:
     for name, kinds in SPECIAL_CLASSES.items():
         if any(d in kinds for d in drawn):
             return name
-    if any(d in STRUCTURES for d in drawn):
+    if any(d in STRUCTURES[3:] for d in drawn):  # (not "dense": ordinary values)
         return "structured"
     return SMALL if SMALL in drawn else "ordinary"
 
@@ -309,7 +309,7 @@ def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray 
              dists: tuple[str, ...]) -> tuple[np.ndarray, tuple[str, ...], str]:
     """`values_of` at a planned case: the script of primitive choices that draws the wanted class."""
     classes = _classes(dt, spec, rows, dists)
-    want = steer.choose("", classes, weight=1, nominal=("ordinary",))
+    want = steer.choose("", classes, weight=1, nominal=("ordinary",), kind="values")
     if want is not None and not any(want in k.members for k in classes):
         # (the point's classes were learnt from a draw that offered more: rows where this one has none)
         steer.refused("", want, tuple(k.name for k in classes))
@@ -317,7 +317,7 @@ def _planned(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray 
     if want is not None:  # (a member of this draw's classes: its distribution is among `dists`)
         cls, dist, what = want
         by_row = row_kinds(dt, spec) if rows is not None and dt.is_float else ()
-        scale = int(what) if cls == SMALL else steer.FREE
+        scale = int(what) if cls == SMALL else 0 if cls == "ordinary" else steer.FREE  # (ordinary: not small)
         plan: list = [dists.index(dist), steer.FREE] + ([scale] if dist == "normal" else [])
         if dt.is_float:
             form = {"structured": what, NEAR: NEAR, OFFSET: OFFSET}.get(

@@ -76,8 +76,8 @@ class CheckResult:
     budget_beyond: int = 0  # compiles past the budget
     hang_timeout: float | None = None  # the shortened per-case timeout after a hang
     first_failure: int | None = None  # which searched case failed first (1: the first one drawn)
-    max_examples: int | None = None  # the most cases the search may draw (judged or not)
-    stopped: str = ""  # why the search stopped before drawing max_examples cases, if it did
+    max_examples: int | None = None  # the most cases the search may draw (judged or not): the planned ones and more
+    stopped: str = ""  # why the search stopped before drawing its cases, if it did
     search_shrinks: int = 0  # runs of hypothesis's shrinking of the first failing case (not counted as cases)
     # specialization classes of kernel arguments no case compiled ("k argument 0: never compiled ..."), and
     # those the compile budget skipped although drawn cases brought them

@@ -305,9 +305,10 @@ def aggregate(summaries: list[dict]) -> list[Row]:
         if s.get("spec_classes"):
             row("specialization classes no case compiled", None).add(cid, None, s["spec_classes"][0])
         plan = s.get("plan") or {}
-        if plan.get("pairs") and plan.get("covered", 0) < plan["pairs"]:
-            row("boundary plan: pairs of classes no planned case held", None).add(
-                cid, None, s.get("plan_line", "").removeprefix("pairs of classes: "))
+        if plan.get("pairs") and (plan.get("covered", 0) < plan["pairs"]
+                                  or plan.get("triples_covered", 0) < plan.get("triples", 0)):
+            row("boundary plan: triples or pairs of classes no planned case held", None).add(
+                cid, None, s.get("plan_line", ""))
         if s.get("hang_timeout"):
             row("per-case timeout shortened after a hang", None).add(
                 cid, None, f"runs waited at most {s['hang_timeout']:.1f}s")

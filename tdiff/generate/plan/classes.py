@@ -3,6 +3,11 @@
 A `Point` is one choice a case strategy makes (a tensor's side, its layout, its dtype, its value class,
 an integer a user strategy draws). Its `classes` are the groups a covering plan combines; each class
 names the values (`members`) that realize it. `class_of` says which class a drawn value fell in.
+
+The points that decide memory addressing (`ADDRESSING`: sizes, layouts, dtypes, a user's integers and
+flags) are also combined three by three, over coarser groups of their classes (`Point.group`): a size is
+1, a multiple of 16 or a tail; a layout packed, transposed, with gaps, misaligned, a size-1 stride or
+expanded; a user's integer its least, its most or one between.
 """
 
 from __future__ import annotations
@@ -17,6 +22,12 @@ PRIMES = (2, 3, 5, 7, 11, 13)
 WIDEST = 1 << 16
 #: integer ranges with at most this many values are planned value by value (an index into a choice)
 CATEGORICAL = 12
+#: the kinds of point that decide memory addressing: combined three by three (`Point.group`); the rest (value
+#: classes, a user's floats) two by two
+ADDRESSING = frozenset({"size", "layout", "dtype", "integer", "flag"})
+#: a layout class's group in triples: its stride class (`tdiff.generate.layouts.layout_class` names the classes)
+LAYOUT_GROUPS = {"sliced": "gaps", "split": "gaps", "padded": "gaps", "offset (aligned)": "gaps",
+                 "expanded (every)": "expanded", "expanded (some)": "expanded"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +51,31 @@ class Point:
     #: size away from every boundary, a packed layout, ordinary values), so a boundary class elsewhere in the
     #: row stands among ordinary ones
     nominal: tuple[str, ...] = ()
+    #: what it chooses: "size", "layout", "dtype", "values" (tdiff's own), "integer", "flag", "float" (drawn
+    #: inside a user's strategy); "" where unknown (planned two by two)
+    kind: str = ""
+
+    @property
+    def addressing(self) -> bool:
+        return self.kind in ADDRESSING
+
+    @property
+    def unit(self) -> bool:
+        """A size that can be 1 (its least) and else something larger: a decode step, one head, a batch of one."""
+        names = self.names()
+        return self.kind in ("size", "integer") and bool(self.nominal) and len(names) > 1 and names[0] == "1"
+
+    def group(self, name: str) -> str:
+        """The group of class `name` in triples (see the module)."""
+        groups = self.__dict__.get("_groups")
+        if groups is None:
+            groups = _groups(self)
+            object.__setattr__(self, "_groups", groups)
+        return groups.get(name, name)
+
+    def groups(self) -> tuple[str, ...]:
+        """Its groups in triples, in the order of its classes."""
+        return tuple(dict.fromkeys(self.group(n) for n in self.names()))
 
     def class_of(self, value: object) -> str | None:
         for k in self.classes:
@@ -53,6 +89,26 @@ class Point:
             names = tuple(k.name for k in self.classes)
             object.__setattr__(self, "_names", names)
         return names
+
+
+def _groups(p: Point) -> dict[str, str]:
+    if p.kind == "layout":
+        return {n: LAYOUT_GROUPS.get(n, n) for n in p.names()}
+    if p.kind not in ("size", "integer"):
+        return {}
+    ints = [k for k in p.classes if all(isinstance(m, int) for m in k.members)]
+    if p.kind == "integer" and len(p.classes) <= CATEGORICAL and all(len(k.members) == 1 for k in ints):
+        if len(p.classes) <= 3:  # (each value its own group)
+            return {}
+        first, last = p.classes[0].name, p.classes[-1].name
+        inner = f"{p.classes[1].name}..{p.classes[-2].name}"
+        return {k.name: k.name if k.name in (first, last) else inner for k in p.classes}
+    out = {}
+    for k in ints:  # a size's classes: 1 (and the least, 0, negative) as they are; else a multiple of 16 or a tail
+        if k.name in ("1", "least", "0", "negative"):
+            continue
+        out[k.name] = "multiple of 16" if all(m % 16 == 0 for m in k.members) else "tail"
+    return out
 
 
 def _member(value: object, members: tuple) -> bool:

@@ -80,12 +80,14 @@ class Steering:
         slot = f"{label}#{n}"
         classes: tuple[Klass, ...] | None = None
         nominal: tuple[str, ...] = ()
+        what = {"boolean": "flag"}.get(kind, kind)
         if kind == "integer":
             lo, hi = constraints.get("min_value"), constraints.get("max_value")
             if lo is not None and hi is not None:
                 classes = int_classes(int(lo), int(hi))
                 key = f"{slot}[{lo}..{hi}]"
-                nominal = SIZE_NOMINAL if hi - lo + 1 > CATEGORICAL else ()
+                # the ordinary values: a size away from its boundaries; a choice's, those between its first and last
+                nominal = SIZE_NOMINAL if hi - lo + 1 > CATEGORICAL else tuple(str(v) for v in range(lo + 1, hi))
         elif kind == "boolean":
             p = constraints.get("p", 0.5)
             classes = BOOLS if 0 < p < 1 else None
@@ -98,7 +100,7 @@ class Steering:
         if not classes:
             self.unplanned.setdefault(slot, f"a {kind} drawn over {_bounds(kind, constraints)}")
             return delegate(**constraints)
-        point = self.points.setdefault(key, Point(key, classes, slot, nominal=nominal))
+        point = self.points.setdefault(key, Point(key, classes, slot, nominal=nominal, kind=what))
         want = self.wants.get(key, FREE)
         value = want if want is not FREE and _permitted(kind, want, constraints) else delegate(**constraints)
         got = point.class_of(value)
@@ -187,14 +189,15 @@ def semantic() -> Any:
     return nullcontext() if s is None else _semantic(s)
 
 
-def choose(name: str, classes: tuple[Klass, ...], weight: int = 2, nominal: tuple[str, ...] = ()) -> Any:
+def choose(name: str, classes: tuple[Klass, ...], weight: int = 2, nominal: tuple[str, ...] = (),
+           kind: str = "") -> Any:
     """Declare tdiff's choice point `name` (under the current labels) and return the value the plan wants for
-    it, or None (not steered, or no wish). `weight`, `nominal`: see `Point`."""
+    it, or None (not steered, or no wish). `weight`, `nominal`, `kind`: see `Point`."""
     s = _CURRENT.get()
     if s is None or not classes:
         return None
     key = s.key(name)
-    s.points.setdefault(key, Point(key, classes, key, weight, nominal))
+    s.points.setdefault(key, Point(key, classes, key, weight, nominal, kind))
     return s.wants.get(key)
 
 

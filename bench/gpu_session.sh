@@ -275,12 +275,26 @@ step_bench1() {  # bench/bench.py on one-program grids: tdiff's cost per case ag
     summary "bench/bench.py --grids 1 ($TAG): exit $?, $((SECONDS - t0)) s; $(grep 'per case' "$OUT/bench1_${TAG:-now}.txt")"
 }
 
-step_soak() {  # the seed soak (bench/soak.py): the main job at SOAK_SEEDS random seeds, a fresh Triton cache each
+step_soak() {  # the seed soak (bench/soak.py): the main job at SOAK_SEEDS random seeds, a fresh Triton cache each,
+    # no seed started that would end past SOAK_BUDGET seconds
     local t0=$SECONDS
     rm -rf .tdiff .hypothesis
-    $PY bench/soak.py --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out /tmp/soak > "$OUT/soak_${TAG:-now}.txt" 2>&1
-    cp /tmp/soak/soak.md "$OUT/soak_${TAG:-now}.md" 2>/dev/null
-    summary "soak ($TAG): exit $?, $((SECONDS - t0)) s; $(grep -E '^\[|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
+    $PY bench/soak.py --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out /tmp/soak ${SOAK_BUDGET:+--budget $SOAK_BUDGET} \
+        > "$OUT/soak_${TAG:-now}.txt" 2>&1
+    local rc=$?
+    cp /tmp/soak/soak.md "$OUT/soak_${TAG:-now}.md" 2>/dev/null; cp /tmp/soak/soak.json "$OUT/soak_${TAG:-now}.json" 2>/dev/null
+    summary "soak ($TAG): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[|budget|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
+}
+
+step_reach() {  # issue 57 on the compiled path: the generic RoPE check (liger 1) and the two three-way planted bugs
+    local t0=$SECONDS
+    $PY bench/power_rope.py --seeds ${REACH_SEEDS:-5} --examples ${REACH_EXAMPLES:-30} > "$OUT/reach_rope.txt" 2>&1
+    summary "power_rope (compiled too): exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/reach_rope.txt")"
+    t0=$SECONDS
+    $PY bench/power.py --no-originals --only rope_flag_row_stride,colsum16_transposed_tail --seeds ${REACH_SEEDS:-5} \
+        --examples 50 --out "$OUT/reach_mutants.md" > "$OUT/reach_mutants.txt" 2>&1
+    summary "three-way mutants (compiled too): exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/reach_mutants.md"); \
+$(grep -E '^\| (rope_flag|colsum16)' "$OUT/reach_mutants.md" | cut -d'|' -f2,6,10 | tr '\n' ' ')"
 }
 
 step_gpu_arith() {  # the GPU's arithmetic as a modelled opinion: the tf32 -inf * subnormal case on the compiled kernel

@@ -163,17 +163,25 @@ def main(argv: list[str] | None = None) -> int:
                    help="dev: what a new user gets (default); ci: CI=true (derandomized: the seed matters less)")
     p.add_argument("--fresh-triton-cache", action="store_true", help="a new Triton cache per seed (GPU runs)")
     p.add_argument("--out", type=Path, default=ROOT / "tdiff-out" / "soak", help="where logs and the report go")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds: start no seed that would end past this (judged by the slowest seed so far)")
     p.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
     args = p.parse_args(argv)
     seeds = args.seed or [secrets.randbits(31) for _ in range(args.seeds)]
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = {}
+    runs: dict[int, tuple[dict | None, float, int]] = {}
+    start = time.monotonic()
     for i, seed in enumerate(seeds, 1):
+        slowest = max((w for _, w, _ in runs.values()), default=0.0)
+        if args.budget is not None and runs and time.monotonic() - start + slowest > args.budget:
+            print(f"budget of {args.budget:.0f} s: {len(seeds) - len(runs)} seed(s) not run", flush=True)
+            break
         runs[seed] = run_seed(seed, args, args.out)
         payload, wall, code = runs[seed]
         totals = payload["totals"]["outcome_text"] if payload else "no JSON"
         print(f"[{i}/{len(seeds)}] seed {seed}: exit {code}, {wall:.0f} s: {totals}", flush=True)
-    print(report(seeds, runs, args.out))
+        text = report(list(runs), runs, args.out)  # after every seed: a run cut short keeps what it did
+    print(text if runs else "no seed run")
     return 0
 
 

@@ -283,7 +283,11 @@ step_soak() {  # the seed soak (bench/soak.py): the main job at SOAK_SEEDS rando
         > "$OUT/soak_${TAG:-now}.txt" 2>&1
     local rc=$?
     cp /tmp/soak/soak.md "$OUT/soak_${TAG:-now}.md" 2>/dev/null; cp /tmp/soak/soak.json "$OUT/soak_${TAG:-now}.json" 2>/dev/null
-    summary "soak ($TAG): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[|budget|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
+    for d in /tmp/soak/seed*; do  # each seed's pytest output, and the reproducers of a red one
+        cp "$d/log.txt" "$OUT/soak_${TAG:-now}_$(basename "$d").log" 2>/dev/null
+        [ -d "$d/run/repro" ] && tar -czf "$OUT/soak_${TAG:-now}_$(basename "$d")_repro.tgz" -C "$d/run" repro
+    done
+    summary "soak (${TAG:-now}): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[|budget|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
 }
 
 step_reach() {  # issue 57 on the compiled path: the generic RoPE check (liger 1) and the two three-way planted bugs

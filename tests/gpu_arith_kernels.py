@@ -103,6 +103,34 @@ ROW = dict(x=tst.tensors(shape=(127,), dtype="float32"), w=tst.tensors(shape=(12
 tdiff.check(launch=_centred, reference=centred, name="compiled",
             backends=("interpreter", "tests.faulty:FakeCompiledGpuOther"), **ROW)(centred_times)
 
+@triton.jit
+def row_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """The sum of one row: near the float32 range's end it overflows in one summation order and not another."""
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + i, mask=i < n, other=0.0), axis=0))
+
+
+@triton.jit
+def row_sum_first_twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """`row_sum` with a bug: the first element is added once more."""
+    i = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.sum(tl.load(x_ptr + i, mask=i < n, other=0.0), axis=0) + tl.load(x_ptr))
+
+
+def _row_sum(kernel, x):
+    out = torch.empty(1, dtype=x.dtype, device=x.device)
+    kernel[(1,)](x, out, x.numel(), BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+def summed(x):
+    return x.double().sum().float().reshape(1)
+
+
+for _kernel in (row_sum, row_sum_first_twice):
+    tdiff.check(launch=_row_sum, reference=summed, name="compiled", backends=("interpreter", GPU),
+                x=tst.tensors(shape=(4,), dtype="float32"))(_kernel)
+
 # on a GPU machine: the real compiled kernel (tests/test_gpu.py)
 for _p in ("tf32", "tf32x3", "ieee"):
     tdiff.check(launch=_dot(_p), reference=matmul, name=f"{_p}_compiled", **SQUARE)(dot16)

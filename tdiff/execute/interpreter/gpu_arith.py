@@ -8,6 +8,10 @@ GPUs, where that differs from numpy's IEEE arithmetic (`interpreter:gpu`, a mode
   so it is tf32's big-times-big product plus a finite correction. `ieee` and the half types are unchanged.
 - Multiply-adds contract: `a * b + c` (and `c - a * b`, ...) is one fused multiply-add, rounded once
   (`enable_fp_fusion`, on by default; NVPTX fuses every fmul feeding an fadd).
+- A block's sum pairs lanes half a block apart (the warp shuffles' butterfly: `x[i] + x[i + n/2]`, then again),
+  not numpy's left-to-right order, so values near the range's end can overflow in one order and not the other
+  (`[big, -big, big, 0]`: finite left to right, inf in halves). The run rounded to nearest and every second run
+  rounded at random sum in halves; the others keep the random rounding's tree of neighbours.
 - The math functions flush subnormals: their subnormal operands and results are zeros of the same sign (Triton's
   libdevice calls are compiled with flush-to-zero; `ex2.approx.ftz`, `rsqrt.approx.ftz`, `sqrt.approx.ftz`), and
   float32 `exp(x)` is `ex2.approx(x * log2(e))`, the product rounded to float32 first.
@@ -65,13 +69,36 @@ def _precision(input_precision: Any) -> str:
     return text
 
 
+def halving_sum(data: np.ndarray, axis: int, keepdims: bool,
+                rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x) -> np.ndarray:
+    """The sum along `axis` in `data`'s dtype as the warp shuffles add: padded with zeros to a power of two, the
+    first half plus the second, until one element is left, each partial sum passed through `rounded`."""
+    x = np.moveaxis(np.asarray(data), axis, -1)
+    n = x.shape[-1]
+    if n == 0:
+        out = np.zeros(x.shape[:-1], x.dtype)
+    else:
+        width = 1 << (n - 1).bit_length()
+        if width != n:
+            x = np.concatenate([x, np.zeros(x.shape[:-1] + (width - n,), x.dtype)], axis=-1)
+        while x.shape[-1] > 1:
+            half = x.shape[-1] // 2
+            with np.errstate(all="ignore"):
+                x = rounded((x[..., :half] + x[..., half:]).astype(data.dtype))
+        out = x[..., 0]
+    return np.expand_dims(out, axis) if keepdims else out
+
+
 class GpuArithmetic:
     """Installs the GPU's arithmetic on an interpreter builder (through `put`, the hooks' undo log). `rounder`: the
-    run's random rounding, for the results computed here; `fusion`: whether multiply-adds contract."""
+    run's random rounding, for the results computed here; `fusion`: whether multiply-adds contract; `halves`:
+    whether float sums add in halves (else as `rounder` or numpy sums)."""
 
-    def __init__(self, rounder: Rounder | None = None, used: set[str] | None = None, fusion: bool = True) -> None:
+    def __init__(self, rounder: Rounder | None = None, used: set[str] | None = None, fusion: bool = True,
+                 halves: bool = True) -> None:
         self.rounder = rounder
         self.fusion = fusion
+        self.halves = halves
         self.products: OrderedDict[int, tuple[Any, np.ndarray, np.ndarray]] = OrderedDict()
         self.used = used if used is not None else set()  # what it changed (`tf32 dot`, `fma contraction`, `ftz`)
 
@@ -151,6 +178,34 @@ class GpuArithmetic:
             fn = getattr(builder, name, None)
             if fn is not None:
                 put(builder, name, self._flushing(fn, name, handle, builder))
+
+        if self.halves:
+            self._sum_in_halves(_interp, put)
+
+    def _sum_in_halves(self, interp: Any, put: Callable[[object, str, Any], None]) -> None:
+        below = interp.ReduceOps.sum  # numpy's order, or the random rounding's tree
+        arith = self
+
+        def ssum(op: Any, input: Any) -> Any:
+            data = np.asarray(input.handle.data)
+            if data.dtype.kind != "f":
+                return below(op, input)
+            if op.axis is None:
+                out = halving_sum(data.reshape(-1), 0, False, arith._round)
+                if op.keep_dims:
+                    out = out.reshape((1,) * data.ndim)
+            else:
+                out = halving_sum(data, op.axis, op.keep_dims, arith._round)
+            if arith.rounder is not None:
+                arith.rounder.keep(out)
+            elif "reduction order" not in arith.used:
+                with np.errstate(all="ignore"):
+                    numpy_order = np.sum(data, axis=op.axis, keepdims=op.keep_dims)
+                if not np.array_equal(np.reshape(numpy_order, np.shape(out)), out, equal_nan=True):
+                    arith.used.add("reduction order")
+            return op.to_tensor(out, input.dtype)
+
+        put(interp.ReduceOps, "sum", ssum)
 
     def _flushing(self, fn: Callable, name: str, handle: type, builder: Any) -> Callable:
         exp2 = builder.create_exp2 if name == "create_exp" else None

@@ -67,8 +67,13 @@ def reference_bwd(x, w, dy):
     launch=launch_bwd,
     reference=reference_bwd,
     # rows of >= 2: at one column dx = rstd * (dyw - x * rstd^2 * c) cancels to dyw * eps * rstd^3 (numerically
-    # unstable, the verdict names the `dx = ...` line; the same formula as liger's: FINDINGS.md liger 23)
+    # unstable, the verdict names the `dx = ...` line; the same formula as liger's: FINDINGS.md liger 23). A row of
+    # >= 2 whose other values are 0 cancels the same way: on the H200 (seed soak, seed 1363438660, bfloat16[2, 5])
+    # the GPU's fused `dyw - x * rstd^2 * c` left its product's rounding (2.2e-5) where IEEE arithmetic cancels to
+    # the reference's -7.6e-6. This example keeps liger's formula and declares its precision: the kernel's own
+    # arithmetic at its dataflow scale (`tolerance="arith"`, shown in the run's table)
     dims={"N": tst.sides(2, 96)},
+    tolerance="arith",
     x=tst.tensors(shape=(tst.sides(1, 12), "N"), dtype=tst.FLOATS, layouts=["contiguous", "split", "padded"],
                   values=finite),
     w=tst.tensors(shape=("N",), like="x", layouts=["contiguous"], values=finite),

@@ -61,6 +61,7 @@ class Values:
     subnormal: bool = True
     extremes: bool = True  # the dtype's max and lowest, integers at the dtype's edges
     specials: bool = True  # False: no special values at all
+    tiny: bool = True  # the dtype's smallest normal value
 
     def kinds(self, dt: DType) -> list[str]:
         """The special kinds allowed for `dt` under these bounds."""
@@ -80,7 +81,7 @@ class Values:
                 out.append("subnormal")
             if self.extremes:
                 out += [k for k, v in (("max", float(dt.max)), ("lowest", float(dt.min))) if lo <= v <= hi]
-            if hi > 0 and lo <= dt.tiny:
+            if self.tiny and hi > 0 and lo <= dt.tiny:
                 out.append("tiny")
         else:
             for k, v in (("int-min", dt.min), ("int-max", dt.max), ("zero", 0), ("minus-one", -1)):
@@ -91,11 +92,12 @@ class Values:
 
 def values(min_value: float | None = None, max_value: float | None = None, *, nan: bool = True,
            inf: bool = True, neg_zero: bool = True, subnormal: bool = True, extremes: bool = True,
-           specials: bool = True) -> Values:
-    """Narrow the values of `tensors(values=...)`: bounds, and which special values may appear."""
+           specials: bool = True, tiny: bool = True) -> Values:
+    """Narrow the values of `tensors(values=...)`: bounds, and which special values may appear (`tiny`: the
+    dtype's smallest normal value)."""
     if min_value is not None and max_value is not None and min_value > max_value:
         raise ValueError(f"min_value {min_value} > max_value {max_value}")
-    return Values(min_value, max_value, nan, inf, neg_zero, subnormal, extremes, specials)
+    return Values(min_value, max_value, nan, inf, neg_zero, subnormal, extremes, specials, tiny)
 
 
 DEFAULT = Values()

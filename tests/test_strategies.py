@@ -85,6 +85,21 @@ def test_values_can_be_narrowed():
     run()
 
 
+def test_the_smallest_normal_can_be_left_out():
+    # (liger 32: a class weight of float32's smallest normal; subnormal=False alone keeps it)
+    f32 = dtype("float32")
+    assert "tiny" in tst.values(0, 4, subnormal=False).kinds(f32)
+    assert "tiny" not in tst.values(0, 4, subnormal=False, tiny=False).kinds(f32)
+
+    @DRAWS
+    @given(tst.tensors(shape=(64,), dtype="float32", values=tst.values(0, 4, subnormal=False, tiny=False)))
+    def run(t):
+        v = t.values().astype(np.float64)
+        assert not ((v > 0) & (v <= f32.tiny)).any()
+
+    run()
+
+
 def test_values_are_mostly_dense_with_named_structures_besides():
     # hypothesis's own `arrays` mostly repeats one fill value, which hides indexing bugs; tdiff's values
     # are dense, and besides come in structures dense values hide bugs behind (tdiff.generate.values)

@@ -556,8 +556,8 @@ def test_the_gpu_demo_runs_its_cpu_parts(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root), "TDIFF_STAGES_DIR": str(tmp_path / "stages")}
-    r = subprocess.run([sys.executable, "bench/stages_gpu.py", "--dry-run", "--only", "vector_add", "--skip", "b"],
-                       cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "bench.gpu.stages_gpu", "--dry-run", "--only", "vector_add",
+                        "--skip", "b"], cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "round trips 2/2 exact" in r.stdout and "PTX has sub.f32: True" in r.stdout and "summary: OK" in r.stdout
 

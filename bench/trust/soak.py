@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: verdicts that report a finding (the kernel loses accuracy the problem does not): not false alarms by themselves
 FINDING_VERDICTS = ("numerically unstable", "intermediate overflow")
 

@@ -12,8 +12,6 @@ on CPU it runs what it can: the interpreter and the emulated fused multiply-add)
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import torch
 
@@ -26,7 +24,6 @@ DEV = "cuda" if CUDA else "cpu"
 
 
 def dyt() -> bool:
-    sys.path.insert(0, ".")
     from suites.liger import dyt as suite
 
     (check,) = [c for c in suite.lib._dyt_fwd_kernel.__tdiff_checks__ if c.name == "forward"]

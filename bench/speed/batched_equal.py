@@ -14,16 +14,12 @@ import pkgutil
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[0] = str(ROOT)  # (not bench/: its bench.py would shadow the bench package)
-
-from tdiff.declaration import declared_in  # noqa: E402
-from tests.batched_equality import both, differences, draw_cases  # noqa: E402
+from tdiff.declaration import declared_in
+from tests.batched_equality import both, differences, draw_cases
 
 GROUPS = {"bundled": "suites", "semantics": "suites.semantics", "liger": "suites.liger",
-          "flaggems": "suites.flaggems", "mutants": "bench.power_mutants"}
+          "flaggems": "suites.flaggems", "mutants": "bench.power.mutants"}
 
 
 def modules(group: str) -> list[str]:

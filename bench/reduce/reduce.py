@@ -29,10 +29,7 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-# run as a script, this folder is sys.path[0], where bench.py would shadow the `bench` package
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 import tdiff  # noqa: E402
 from tdiff.declaration import _import, _registered  # noqa: E402
@@ -144,7 +141,7 @@ def _finish(name: str, kind: str, verdict: Verdict, got: object, check: object, 
 
 
 def mutant_rows(budget: float, only: list[str], save: Path | None, rows: list[dict]) -> list[dict]:
-    from bench import power_mutants as pm
+    from bench.power import mutants as pm
 
     for m in pm.MUTANTS:
         if only and not any(o in m.name for o in only):

@@ -19,27 +19,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import triton
+from triton.runtime.interpreter import InterpretedFunction
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
-
-import tdiff  # noqa: E402
-from suites import matmul, softmax, vector_add  # noqa: E402
-from tdiff.core import kernels  # noqa: E402
-from tdiff.core.case import Case  # noqa: E402
-from tdiff.drive.runner import Runner  # noqa: E402
-from tdiff.execute.interpreter.scope import interpreting  # noqa: E402
-from tdiff.strategies import tensor_arg  # noqa: E402
+import tdiff
+from suites import matmul, softmax, vector_add
+from tdiff.core import kernels
+from tdiff.core.case import Case
+from tdiff.drive.runner import Runner
+from tdiff.execute.interpreter.scope import interpreting
+from tdiff.strategies import tensor_arg
 
 GPU = torch.cuda.is_available()
 

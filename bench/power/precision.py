@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from bench.power_generic import _torch, generic
+from bench.power.generic import _torch, generic
 from tdiff import strategies as tst
 from tdiff.core.tolerance import Tolerance
 from tdiff.execute.backends.float32_arithmetic import float32_arithmetic

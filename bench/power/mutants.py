@@ -55,7 +55,7 @@ class Mutant:
 
     @property
     def check(self) -> Check:
-        (c,) = [c for c in checks_of(self.kernel) if c.module in (__name__, "bench.power_generic")]
+        (c,) = [c for c in checks_of(self.kernel) if c.module in (__name__, "bench.power.generic")]
         return c
 
 
@@ -978,7 +978,8 @@ BY_NAME = {m.name: m for m in MUTANTS}
 # ------------------------------------------------------------------ generic declarations (bench/power_generic.py,
 # and the precision bugs of bench/power_precision.py)
 
-from bench import power_generic, power_precision  # noqa: E402
+from bench.power import generic as power_generic  # noqa: E402
+from bench.power import precision as power_precision  # noqa: E402
 
 for _module, _declared in ((power_generic, power_generic.GENERIC), (power_precision, power_precision.PRECISION)):
     ORIGINALS = (*ORIGINALS, *_module.ORIGINALS)

@@ -12,7 +12,6 @@ dX or dW is not finite or differs from the float64 reference, to tell a compiler
 from __future__ import annotations
 
 import itertools
-import sys
 
 import torch
 
@@ -21,7 +20,6 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU")
         return 2
-    sys.path.insert(0, ".")
     from suites.liger.fused_add_rms_norm import launch_bwd, lib, reference_bwd
 
     kernel = lib._fused_add_rms_norm_backward_kernel

@@ -36,11 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-# run as a script, this folder is sys.path[0], where bench.py would shadow the `bench` package
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PYTHONPATH", str(ROOT))  # worker processes import bench.power_mutants
+ROOT = Path(__file__).resolve().parents[2]
+os.environ.setdefault("PYTHONPATH", str(ROOT))  # worker processes import bench.power.mutants
 
 import tdiff  # noqa: E402
 from tdiff.declaration import Check, declared_in  # noqa: E402
@@ -173,10 +170,10 @@ def originals() -> list[Check]:
         mod = f"suites.{name}"
         importlib.import_module(mod)
         out += declared_in(mod)
-    from bench import power_mutants  # the blind-spot classes' originals, declared beside their mutants
+    from bench.power import mutants as power_mutants  # the blind-spot classes' originals, declared beside their mutants
 
     for kernel in power_mutants.ORIGINALS:  # (and those of the generic declarations, bench/power_generic.py)
-        out += [c for c in tdiff.checks_of(kernel) if c.module in (power_mutants.__name__, "bench.power_generic")]
+        out += [c for c in tdiff.checks_of(kernel) if c.module in (power_mutants.__name__, "bench.power.generic")]
     return out
 
 
@@ -236,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="only mutants / original checks whose name contains this (or "
                                                  "one of these, comma-separated)")
     ap.add_argument("--quick", action="store_true", help="3 seeds per mutant, 1 seed for the originals")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "power.md"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "power" / "power.md"))
     ap.add_argument("--fa-examples", type=int, default=100, help="examples per original check and seed")
     ap.add_argument("--fa-seeds", type=int, default=3, help="seeds per original check")
     ap.add_argument("--no-mutants", action="store_true")
@@ -272,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_compiles is not None:
         BUDGET["max_compiles"] = args.max_compiles
 
-    from bench import power_mutants
+    from bench.power import mutants as power_mutants
 
     frozen = freeze_local_constants() if not args.hypothesis_local_constants else False
     originals()  # import every suite now

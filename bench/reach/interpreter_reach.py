@@ -29,11 +29,9 @@ import ast
 import importlib
 import inspect
 import json
-import os
 import pkgutil
 import re
 import signal
-import sys
 import textwrap
 import time
 import warnings
@@ -41,20 +39,17 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # (after PYTHONPATH: a tdiff named
-# there is the one measured)
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.autotuner import Autotuner, Heuristics
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-from triton.runtime.autotuner import Autotuner, Heuristics  # noqa: E402
-
-from tdiff.core import kernels  # noqa: E402
-from tdiff.core.case import Case  # noqa: E402
-from tdiff.execute.interpreter.backend import InterpreterBackend  # noqa: E402
-from tdiff.execute.plan import route_launches  # noqa: E402
-from tdiff.execute.stages.toolchain import compile_only  # noqa: E402
-from tdiff.generate.cases import tensor_arg  # noqa: E402
+from tdiff.core import kernels
+from tdiff.core.case import Case
+from tdiff.execute.interpreter.backend import InterpreterBackend
+from tdiff.execute.plan import route_launches
+from tdiff.execute.stages.toolchain import compile_only
+from tdiff.generate.cases import tensor_arg
 
 #: the packages searched for kernels, per library (a module that fails to import is listed, not searched)
 LIBRARIES = {

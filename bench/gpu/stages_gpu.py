@@ -28,8 +28,7 @@ import time
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)] if str(ROOT) not in sys.path else []
+ROOT = Path(__file__).resolve().parents[2]
 os.environ.setdefault("TDIFF_STAGES_DIR", tempfile.mkdtemp(prefix="tdiff-stages-bench-"))
 
 import torch  # noqa: E402

@@ -1,0 +1,1 @@
+"""Reach: how many real-library kernels tdiff's interpreter runs."""

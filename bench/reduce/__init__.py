@@ -1,0 +1,1 @@
+"""Reduction: how small tdiff reduces the kernels of its findings and of planted bugs."""

@@ -1,0 +1,1 @@
+"""Speed: where a run's time goes (cases per second, phases, compiles, launchers, CPU by process)."""

@@ -1,0 +1,1 @@
+"""Trust: what a pass and a failure mean (known truths, seed soaks, mutants of tdiff's own core)."""

@@ -1,4 +1,4 @@
-"""Kernels for tests/test_stages.py and bench/stages_gpu.py: small (quick to compile), each with a check.
+"""Kernels for tests/test_stages.py and bench/gpu/stages_gpu.py: small (quick to compile), each with a check.
 
 `TDIFF_STAGES_PLANT=<stage>:<builder>:<occurrence>` (e.g. `ttgir:ttgpuir.add_remove_layout_conversions:0`)
 plants a miscompile in every compile of the process that imports this module (and of tdiff's workers,

@@ -21,7 +21,7 @@ from tests.batched_equality import both, differences, draw_cases
 
 pytestmark = pytest.mark.triton_matrix  # CI runs these under every allowed Triton minor
 
-#: the differential subset CI runs (bench/batched_equal.py runs every suite)
+#: the differential subset CI runs (bench/speed/batched_equal.py runs every suite)
 SUBSET = ["suites.softmax", "suites.layer_norm", "suites.matmul", "suites.flash_attention", "suites.rotary",
           "suites.cross_entropy", "suites.quantize", "suites.device_fn", "suites.atomic_sum",
           "suites.semantics.reductions", "suites.semantics.conversions", "suites.semantics.minmax",
@@ -142,7 +142,7 @@ def test_sequential_is_a_backend_value():
     assert np.array_equal(np.arange(3), np.arange(3))
 
 
-#: real-suite checks the differential test runs where liger-kernel is installed (bench/batched_equal.py: all)
+#: real-suite checks the differential test runs where liger-kernel is installed (bench/speed/batched_equal.py: all)
 REAL = ["_rms_norm_forward_kernel[forward]", "_block_rms_norm_forward_kernel[forward]",
         "liger_cross_entropy_kernel[forward]", "_group_norm_backward_kernel[backward]", "_jsd_kernel[forward]",
         "_layer_norm_backward_kernel[backward]", "_geglu_tanh_forward_kernel[forward]"]

@@ -388,7 +388,7 @@ def test_the_campaign_report_adds_up_every_process(tmp_path, capsys):
 
     found = campaign.aggregate(tmp_path)
     assert sorted(p["slot"] for p in found.processes) == [0, 1]
-    # each process's own totals (what bench/campaign_rates.py reports): a killed at its first divergence (2 cases
+    # each process's own totals (what bench/speed/campaign_rates.py reports): a killed at its first divergence (2 cases
     # of m::k, and m::other's first), b whole
     totals = {p["slot"]: (p["checks"], p["cases"], p["busy_s"]) for p in found.processes}
     assert totals == {0: (2, 3, 1.25), 1: (1, 1, 2.0)}

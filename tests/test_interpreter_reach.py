@@ -1,7 +1,7 @@
 """The interpreter runs what the compiler accepts (issue 57): module-level aliases of builtins and jit functions,
 constexpr globals, `getattr(tl, ...)` at module level, a scalar comparison broadcast into a mask, `.to()` on a loop
 index, `is` on a dtype a device function was given; and what it cannot run is set aside under a name that says
-what it is (`bench/interpreter_reach.py` measures this over every installed real-library kernel)."""
+what it is (`bench/reach/interpreter_reach.py` measures this over every installed real-library kernel)."""
 
 import inspect
 import re

@@ -1,6 +1,6 @@
 """`--tdiff-localize` wiring: after a `compiled wrong` verdict the runner asks the localizer which pass, and
 hands it a GPU run and an agreement test built from the verdict's own opinions (the localizer itself:
-tests/test_stages.py; on a GPU: bench/stages_gpu.py)."""
+tests/test_stages.py; on a GPU: bench/gpu/stages_gpu.py)."""
 
 from __future__ import annotations
 

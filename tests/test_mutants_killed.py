@@ -1,5 +1,5 @@
-"""Tests that kill mutants of tdiff's core the other tests let survive (see bench/mutants.py): each
-names the behaviour it pins down; the mutant it was written for is in bench/mutants.py."""
+"""Tests that kill mutants of tdiff's core the other tests let survive (see bench/trust/core_mutants.py): each
+names the behaviour it pins down; the mutant it was written for is in bench/trust/core_mutants.py."""
 
 import json
 import time

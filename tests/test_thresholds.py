@@ -32,7 +32,7 @@ def _check(kernel):
 @pytest.fixture
 def no_local_constants(monkeypatch):
     """hypothesis draws some integers from constants in the repository's source; without them the
-    draws do not depend on what else the code holds (see bench/power.py: freeze_local_constants)."""
+    draws do not depend on what else the code holds (see bench/power/power.py: freeze_local_constants)."""
     providers = pytest.importorskip("hypothesis.internal.conjecture.providers")
     if not hasattr(providers, "_get_local_constants") or not hasattr(providers, "Constants"):
         pytest.skip("this hypothesis draws no local constants")

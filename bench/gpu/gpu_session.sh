@@ -2,7 +2,7 @@
 # One batched session on the GPU machine (the `device` tool): everything that needs the compiled path, each step's
 # log under $OUT, a one-line result per step in $OUT/summary.txt. Wheels it needs (no network there) are carried in
 # .whl/ (pip download --no-deps liger-kernel==0.8.5 flag-gems==5.0.2 packaging pyyaml sqlalchemy greenlet
-# typing_extensions). Usage: bash bench/gpu_session.sh [step ...] (default: all steps).
+# typing_extensions). Usage: bash bench/gpu/gpu_session.sh [step ...] (default: all steps).
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
@@ -27,13 +27,13 @@ step_main() {  # the README's main job, as a user runs it on a GPU machine
     summary "main job: exit $?, $((SECONDS - t0)) s, $(wc -l < "$OUT/main.txt") lines; $(tail -1 "$OUT/main.txt")"
 }
 
-step_profile() {  # the main job on a fresh Triton cache, then where its compile time went (bench/compile_cache_profile.py)
+step_profile() {  # the main job on a fresh Triton cache, then where its compile time went (bench/speed/compile_cache_profile.py)
     local t0=$SECONDS cache=/tmp/tdiff-fresh-cache
     rm -rf .tdiff .hypothesis "$cache"
     TRITON_CACHE_DIR=$cache $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 -p no:cacheprovider \
         --tdiff-json "$OUT/main.json" > "$OUT/main.txt" 2>&1
     summary "main job (fresh cache): exit $?, $((SECONDS - t0)) s, $(wc -l < "$OUT/main.txt") lines; $(tail -1 "$OUT/main.txt")"
-    $PY bench/compile_cache_profile.py "$cache" --json "$OUT/main.json" > "$OUT/compile_profile.md" 2>&1
+    $PY -m bench.speed.compile_cache_profile "$cache" --json "$OUT/main.json" > "$OUT/compile_profile.md" 2>&1
     summary "compile profile: $(grep -m2 '^- ' "$OUT/compile_profile.md" | tr '\n' ' ')"
 }
 
@@ -63,26 +63,26 @@ step_localize() {  # --tdiff-localize end to end: a pass planted in make_ttgir, 
 
 step_stages() {  # stage lanes on the bundled suites, planted passes localized
     local t0=$SECONDS
-    $PY bench/stages_gpu.py > "$OUT/stages.txt" 2>&1
-    summary "bench/stages_gpu.py: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/stages.txt")"
+    $PY -m bench.gpu.stages_gpu > "$OUT/stages.txt" 2>&1
+    summary "bench/gpu/stages_gpu.py: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/stages.txt")"
 }
 
 step_findings() {  # the snippets of this round's new findings, on the compiled kernels
-    $PY bench/findings_gpu.py > "$OUT/findings.txt" 2>&1
+    $PY -m bench.gpu.findings_gpu > "$OUT/findings.txt" 2>&1
     summary "findings snippets: exit $?; $(tr '\n' ' ' < "$OUT/findings.txt" | cut -c1-400)"
 }
 
 step_power6() {  # the power benchmark's six blind-spot mutants and their originals, compiled path on every case
     local t0=$SECONDS
-    $PY bench/power.py --only lse_masked_row_nan,lse_inf_max_nan,fp16_axpy_via_bf16,fp16_grad_via_bf16,\
+    $PY -m bench.power.power --only lse_masked_row_nan,lse_inf_max_nan,fp16_axpy_via_bf16,fp16_grad_via_bf16,\
 rope_decode_row_stride,row_scale_unit_stride,power_mutants --out "$OUT/power6.md" > "$OUT/power6.txt" 2>&1
     summary "power, six blind-spot mutants: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power6.md")"
 }
 
-step_bench() {  # the batched interpreter: bench/bench.py's table (Triton's interpreter, tdiff in batches, one by one)
+step_bench() {  # the batched interpreter: bench/speed/per_case.py's table (Triton's interpreter, tdiff in batches, one by one)
     local t0=$SECONDS
-    $PY bench/bench.py --quick ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
-    summary "bench/bench.py --quick: exit $?, $((SECONDS - t0)) s"
+    $PY -m bench.speed.per_case --quick ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
+    summary "bench/speed/per_case.py --quick: exit $?, $((SECONDS - t0)) s"
 }
 
 step_real() {  # the real suites' wall and interpreter time, programs one by one (before batches) and in batches
@@ -93,7 +93,7 @@ step_real() {  # the real suites' wall and interpreter time, programs one by one
         $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider -q \
             --tdiff-backends $backends --tdiff-json "$OUT/real_$how.json" > "$OUT/real_$how.txt" 2>&1
         summary "real suites, interpreter $how: exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/real_$how.txt"); \
-$($PY bench/backend_seconds.py "$OUT/real_$how.json")"
+$($PY -m bench.speed.backend_seconds "$OUT/real_$how.json")"
     done
 }
 
@@ -161,18 +161,18 @@ step_cpu_seeds() {  # the real suites at CPU_SEEDS as a machine without a GPU ru
 
 step_power_generic() {  # the planted bugs declared generically, with and without the plan, compiled path on every case
     local t0=$SECONDS only=rope_bhsd,tile_even,copy_mis,bias_exp,colsum_trans
-    $PY bench/power.py --no-originals --only $only --seeds ${POWER_SEEDS:-10} --plan 0 --out "$OUT/power_generic_before.md" \
+    $PY -m bench.power.power --no-originals --only $only --seeds ${POWER_SEEDS:-10} --plan 0 --out "$OUT/power_generic_before.md" \
         > "$OUT/power_generic_before.txt" 2>&1
     summary "power generic, plan 0: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power_generic_before.md")"
     t0=$SECONDS
-    $PY bench/power.py --no-originals --only $only --seeds ${POWER_SEEDS:-10} --out "$OUT/power_generic_plan.md" \
+    $PY -m bench.power.power --no-originals --only $only --seeds ${POWER_SEEDS:-10} --out "$OUT/power_generic_plan.md" \
         > "$OUT/power_generic_plan.txt" 2>&1
     summary "power generic, plan: exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/power_generic_plan.md")"
 }
 
-step_probes() {  # bench/gpu_probes.py (the DyT flush and the cross-entropy smoothing cancellation), and the
+step_probes() {  # bench/gpu/gpu_probes.py (the DyT flush and the cross-entropy smoothing cancellation), and the
     # one_class_smoothing check on the compiled kernel, its corpus entry kept
-    $PY bench/gpu_probes.py > "$OUT/probes.txt" 2>&1
+    $PY -m bench.gpu.gpu_probes > "$OUT/probes.txt" 2>&1
     summary "gpu probes: exit $?; $(tail -1 "$OUT/probes.txt")"
     rm -rf .tdiff
     $PY -m pytest -p tdiff.plugin --tdiff suites/liger/cross_entropy.py -k one_class_smoothing -p no:cacheprovider \
@@ -181,15 +181,15 @@ step_probes() {  # bench/gpu_probes.py (the DyT flush and the cross-entropy smoo
     mkdir -p "$OUT/corpus" && cp -r .tdiff/corpus/* "$OUT/corpus/" 2>/dev/null
 }
 
-step_reduce() {  # kernel reduction on the corpus with the compiled backend (bench/reduce.py): the compiled-path
+step_reduce() {  # kernel reduction on the corpus with the compiled backend (bench/reduce/reduce.py): the compiled-path
     # findings first (REDUCE_FIRST), then every entry until REDUCE_TIMEOUT; reduced kernels in $OUT/reduced.tar.gz
     local t0=$SECONDS dir=/tmp/reduced
     rm -rf "$dir" && mkdir -p "$dir"
-    $PY bench/reduce.py --no-mutants --budget ${REDUCE_BUDGET:-30} --only ${REDUCE_FIRST:-backward_h1_none_fp16 one_class} \
+    $PY -m bench.reduce.reduce --no-mutants --budget ${REDUCE_BUDGET:-30} --only ${REDUCE_FIRST:-backward_h1_none_fp16 one_class} \
         --save "$dir/first" --json "$OUT/reduce_first.json" --out "$OUT/reduce_first.md" > "$OUT/reduce_first.txt" 2>&1
     summary "reduce (compiled-path entries): exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/reduce_first.md")"
     t0=$SECONDS
-    timeout ${REDUCE_TIMEOUT:-400} $PY bench/reduce.py --no-mutants --budget ${REDUCE_BUDGET:-30} --save "$dir/all" \
+    timeout ${REDUCE_TIMEOUT:-400} $PY -m bench.reduce.reduce --no-mutants --budget ${REDUCE_BUDGET:-30} --save "$dir/all" \
         ${REDUCE_REST:+--only $REDUCE_REST} \
         --json "$OUT/reduce_all.json" --out "$OUT/reduce_all.md" > "$OUT/reduce_all.txt" 2>&1
     summary "reduce (corpus): exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/reduce_all.md" 2>/dev/null)"
@@ -197,7 +197,7 @@ step_reduce() {  # kernel reduction on the corpus with the compiled backend (ben
 }
 
 step_where() {  # the main job on a fresh Triton cache (as a fresh machine runs it), with CPU use logged, and where
-    # its time went (bench/wall_profile.py); TAG names the files, DIR runs another checkout's code (e.g. .before)
+    # its time went (bench/speed/wall_profile.py); TAG names the files, DIR runs another checkout's code (e.g. .before)
     local t0=$SECONDS tag=${TAG:-now} dir=${DIR:-.} vm
     export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
     vmstat 1 > "$OUT/vmstat_$tag.log" & vm=$!
@@ -209,20 +209,20 @@ step_where() {  # the main job on a fresh Triton cache (as a fresh machine runs 
     kill $vm
     summary "main job $tag (fresh cache): exit $rc, $((SECONDS - t0)) s; $(tail -1 "$OUT/where_$tag.txt")"
     summary "CPU time of the run's waited-for processes (user, system): $(tail -1 "$OUT/times_$tag.txt")"
-    $PY bench/launcher_cost.py --cache "$TRITON_CACHE_DIR" > "$OUT/launchers_$tag.txt" 2>&1
+    $PY -m bench.speed.launcher_cost --cache "$TRITON_CACHE_DIR" > "$OUT/launchers_$tag.txt" 2>&1
     summary "$(cat "$OUT/launchers_$tag.txt")"
-    $PY bench/wall_profile.py "$OUT/where_$tag.json" --vmstat "$OUT/vmstat_$tag.log" --top 25 --run-start "$start" \
+    $PY -m bench.speed.wall_profile "$OUT/where_$tag.json" --vmstat "$OUT/vmstat_$tag.log" --top 25 --run-start "$start" \
         > "$OUT/where_$tag.md" 2>&1
     summary "$(sed -n 1,9p "$OUT/where_$tag.md")"
-    $PY bench/wall_profile.py "$OUT/where_$tag.json" --only suites.liger,suites.flaggems --top 0 > "$OUT/real_$tag.md" 2>&1
+    $PY -m bench.speed.wall_profile "$OUT/where_$tag.json" --only suites.liger,suites.flaggems --top 0 > "$OUT/real_$tag.md" 2>&1
     summary "real suites within it: $(sed -n 1,7p "$OUT/real_$tag.md" | tr '\n' ' ')"
 }
 
-step_cpu_roles() {  # the main job on a fresh Triton cache, its CPU time by kind of process (bench/cpu_by_process.py)
+step_cpu_roles() {  # the main job on a fresh Triton cache, its CPU time by kind of process (bench/speed/cpu_by_process.py)
     local t0=$SECONDS tag=${TAG:-now}
     export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
     rm -rf .tdiff .hypothesis
-    $PY bench/cpu_by_process.py --interval 0.25 --json "$OUT/cpu_roles_$tag.json" -- $PY -m pytest -p tdiff.plugin \
+    $PY -m bench.speed.cpu_by_process --interval 0.25 --json "$OUT/cpu_roles_$tag.json" -- $PY -m pytest -p tdiff.plugin \
         --tdiff suites -n 8 -p no:cacheprovider --tdiff-json "$OUT/roles_where_$tag.json" ${ARGS:-} \
         > "$OUT/cpu_roles_$tag.txt" 2>&1
     summary "main job $tag, CPU by process: exit $?, $((SECONDS - t0)) s; $(tail -14 "$OUT/cpu_roles_$tag.txt")"
@@ -260,26 +260,26 @@ step_real_where() {  # the real suites (liger, FlagGems) on a fresh Triton cache
     $PY -m pytest -p tdiff.plugin --tdiff suites/liger suites/flaggems -n 8 -p no:cacheprovider -q \
         --tdiff-json /tmp/real_$tag.json ${ARGS:-} > /tmp/real_$tag.txt 2>&1
     summary "real suites $tag (fresh cache): exit $?, $((SECONDS - t0)) s; $(tail -1 /tmp/real_$tag.txt)"
-    $PY bench/wall_profile.py /tmp/real_$tag.json --top 10 > "$OUT/real_where_$tag.md" 2>&1
+    $PY -m bench.speed.wall_profile /tmp/real_$tag.json --top 10 > "$OUT/real_where_$tag.md" 2>&1
     summary "$(sed -n 1,6p "$OUT/real_where_$tag.md")"
 }
 
-step_stages_cost() {  # what one compile costs, stage by stage, on this machine's CPU (bench/compile_stages.py)
-    $PY bench/compile_stages.py > "$OUT/compile_stages.txt" 2>&1
+step_stages_cost() {  # what one compile costs, stage by stage, on this machine's CPU (bench/speed/compile_stages.py)
+    $PY -m bench.speed.compile_stages > "$OUT/compile_stages.txt" 2>&1
     summary "compile stages: exit $?; $(tail -2 "$OUT/compile_stages.txt" | tr '\n' ' ')"
 }
 
-step_bench1() {  # bench/bench.py on one-program grids: tdiff's cost per case against the bare loop
+step_bench1() {  # bench/speed/per_case.py on one-program grids: tdiff's cost per case against the bare loop
     local t0=$SECONDS
-    $PY bench/bench.py --quick --grids 1 ${BENCH_ARGS:-} > "$OUT/bench1_${TAG:-now}.txt" 2>&1
-    summary "bench/bench.py --grids 1 ($TAG): exit $?, $((SECONDS - t0)) s; $(grep 'per case' "$OUT/bench1_${TAG:-now}.txt")"
+    $PY -m bench.speed.per_case --quick --grids 1 ${BENCH_ARGS:-} > "$OUT/bench1_${TAG:-now}.txt" 2>&1
+    summary "bench/speed/per_case.py --grids 1 ($TAG): exit $?, $((SECONDS - t0)) s; $(grep 'per case' "$OUT/bench1_${TAG:-now}.txt")"
 }
 
-step_soak() {  # the seed soak (bench/soak.py): the main job at SOAK_SEEDS random seeds, a fresh Triton cache each,
+step_soak() {  # the seed soak (bench/trust/soak.py): the main job at SOAK_SEEDS random seeds, a fresh Triton cache each,
     # no seed started that would end past SOAK_BUDGET seconds
     local t0=$SECONDS
     rm -rf .tdiff .hypothesis
-    $PY bench/soak.py --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out /tmp/soak ${SOAK_BUDGET:+--budget $SOAK_BUDGET} \
+    $PY -m bench.trust.soak --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out /tmp/soak ${SOAK_BUDGET:+--budget $SOAK_BUDGET} \
         > "$OUT/soak_${TAG:-now}.txt" 2>&1
     local rc=$?
     cp /tmp/soak/soak.md "$OUT/soak_${TAG:-now}.md" 2>/dev/null; cp /tmp/soak/soak.json "$OUT/soak_${TAG:-now}.json" 2>/dev/null
@@ -292,10 +292,10 @@ step_soak() {  # the seed soak (bench/soak.py): the main job at SOAK_SEEDS rando
 
 step_reach() {  # issue 57 on the compiled path: the generic RoPE check (liger 1) and the two three-way planted bugs
     local t0=$SECONDS
-    $PY bench/power_rope.py --seeds ${REACH_SEEDS:-5} --examples ${REACH_EXAMPLES:-30} > "$OUT/reach_rope.txt" 2>&1
+    $PY -m bench.power.rope --seeds ${REACH_SEEDS:-5} --examples ${REACH_EXAMPLES:-30} > "$OUT/reach_rope.txt" 2>&1
     summary "power_rope (compiled too): exit $?, $((SECONDS - t0)) s; $(tail -1 "$OUT/reach_rope.txt")"
     t0=$SECONDS
-    $PY bench/power.py --no-originals --only rope_flag_row_stride,colsum16_transposed_tail --seeds ${REACH_SEEDS:-5} \
+    $PY -m bench.power.power --no-originals --only rope_flag_row_stride,colsum16_transposed_tail --seeds ${REACH_SEEDS:-5} \
         --examples 50 --out "$OUT/reach_mutants.md" > "$OUT/reach_mutants.txt" 2>&1
     summary "three-way mutants (compiled too): exit $?, $((SECONDS - t0)) s; $(grep -m1 'found in at least' "$OUT/reach_mutants.md"); \
 $(grep -E '^\| (rope_flag|colsum16)' "$OUT/reach_mutants.md" | cut -d'|' -f2,6,10 | tr '\n' ' ')"

@@ -4,7 +4,7 @@
 # one process and then one process per GPU, against one Redis server's example database. nvidia-smi is
 # sampled every 2 s (which processes sit on which GPU). Logs and a one-line result per step under $OUT.
 # Needs: .whl-fuzz/ (HypoFuzz and its dependencies as wheels, installed with --target), .gpu-redis/ (a
-# redis-server binary and the libraries it lacks there). Usage: [STEPS='pytest fuzz'] [GPUS=N] bash bench/multi_gpu.sh
+# redis-server binary and the libraries it lacks there). Usage: [STEPS='pytest fuzz'] [GPUS=N] bash bench/gpu/multi_gpu.sh
 # [SECONDS per campaign]
 set -uo pipefail
 OUT=${OUT:-/tmp/multi-gpu-out}
@@ -74,7 +74,7 @@ if [ -x .gpu-redis/redis-server ]; then
 fi
 DB=${REDIS:-/tmp/tdiff-fuzz-db}
 summary "example database: $DB"
-TARGETS="$BUNDLED bench/power_mutants.py"
+TARGETS="$BUNDLED bench/power/mutants.py"
 [[ " $STEPS " == *" fuzz "* ]] && for n in 1 "$GPUS"; do
     [ "$n" -ge 1 ] || continue
     [ -n "$REDIS" ] && $PY -c "import redis; redis.Redis.from_url('$REDIS').flushall()"
@@ -84,10 +84,10 @@ TARGETS="$BUNDLED bench/power_mutants.py"
     # shellcheck disable=SC2086
     timeout -s INT "$FUZZ_S" hypothesis fuzz -n "$n" --no-dashboard -- $PLUGIN --tdiff --tdiff-fuzz-targets \
         --tdiff-campaign "/tmp/camp-n$n" --tdiff-run-dir "/tmp/run-n$n" --tdiff-database "$DB" \
-        -o "tdiff_paths=suites bench/power_mutants.py" $TARGETS > "$OUT/fuzz-n$n.txt" 2>&1
+        -o "tdiff_paths=suites bench/power/mutants.py" $TARGETS > "$OUT/fuzz-n$n.txt" 2>&1
     sleep 3  # the processes' last snapshots
     kill $SMI
-    $PY bench/campaign_rates.py "/tmp/camp-n$n" --json "$OUT/rates-n$n.json" > "$OUT/rates-n$n.txt" 2>&1
+    $PY -m bench.speed.campaign_rates "/tmp/camp-n$n" --json "$OUT/rates-n$n.json" > "$OUT/rates-n$n.txt" 2>&1
     summary "fuzz -n $n, ${FUZZ_S} s: $(tail -1 "$OUT/rates-n$n.txt"); processes per GPU at most: \
 $(per_gpu "$OUT/smi-fuzz-n$n.txt")"
     cat "$OUT/rates-n$n.txt" >> "$OUT/summary.txt"

@@ -6,7 +6,7 @@ interpreter and the float64 reference give 0. This script launches the kernel as
 (the suite's `launch_bwd`), compiled, over a grid of shapes, values, dtypes and num_warps, and prints where
 dX or dW is not finite or differs from the float64 reference, to tell a compiler bug from a tdiff artefact.
 
-    python bench/probe_fused_add_rms_norm.py        (needs a CUDA GPU and liger-kernel)
+    python -m bench.gpu.probe_fused_add_rms_norm        (needs a CUDA GPU and liger-kernel)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Stage opinions and the pass localizer on a GPU (tdiff.execute.stages), with a compact summary.
 
-    PYTHONPATH=. python bench/stages_gpu.py [--examples N] [--only NAME] [--below] [--dry-run]
+    PYTHONPATH=. python -m bench.gpu.stages_gpu [--examples N] [--only NAME] [--below] [--dry-run]
 
 (a) the bundled suites' checks (suites/*.py) with `compiled`, `compiled[from=ttgir]`, `compiled[from=ptx]`, the
     interpreter and the reference on every case: pass/fail per check, the recompiled stage files the lanes

@@ -1,6 +1,6 @@
 """Planted bugs declared the way a user declares the kernel: no strategy aimed at the trigger.
 
-bench/power_mutants.py declares its blind-spot mutants with strategies that draw the trigger on purpose
+bench/power/mutants.py declares its blind-spot mutants with strategies that draw the trigger on purpose
 (q of shape (B, 1, H, D): the size-1 dimension fixed). Here each original is declared generically (each
 side drawn by `tst.sizes` up to a bound, every layout allowed, the default values), and each mutant
 keeps that declaration; the bug needs a *combination* of boundary classes that independent draws reach
@@ -16,7 +16,7 @@ by luck, and that the boundary plan (tdiff.generate.plan) is meant to reach by c
 | rope_flag_row_stride | three ways: a size-1 dimension (seq), two ordinary sizes (batch, heads), a user's layout flag |
 | colsum16_transposed_tail | three ways: a tail size (columns), a stride class (row stride 1), a dtype (16-bit) |
 
-Imported by bench/power_mutants.py, which adds these to MUTANTS, ORIGINALS and TRIGGERS.
+Imported by bench/power/mutants.py, which adds these to MUTANTS, ORIGINALS and TRIGGERS.
 """
 
 from __future__ import annotations

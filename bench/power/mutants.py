@@ -1,15 +1,15 @@
-"""Mutants for bench/power.py: copies of the bundled suite kernels (`suites/*.py`) with ONE planted bug each.
+"""Mutants for bench/power/power.py: copies of the bundled suite kernels (`suites/*.py`) with ONE planted bug each.
 
 The blind-spot classes (NaN where infinite inputs give an infinity, narrowing casts, strides of size-1
 dimensions) have no bundled suite kernel: their originals are declared here (`ORIGINALS`, correct
-kernels with their checks, which bench/power.py runs for false alarms like the suites').
+kernels with their checks, which bench/power/power.py runs for false alarms like the suites').
 
 Each mutant is declared with the original check's declaration (its `launch`, strategies, dims,
 reference and tolerances, taken from the suite's `@tdiff.check` on the original kernel), so the only
 difference between an original and its mutant is the planted line, marked `# BUG:`.
 
 This module declares its checks at import, at module level, so tdiff's worker processes find them
-(`isolation="process"`); run from the repository root with `PYTHONPATH=.`.
+(`isolation="process"`); bench/power/power.py puts the repository root on their PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -763,7 +763,7 @@ def row_scale(x_ptr, s_ptr, out_ptr, stride_row, stride_col, stride_s0, stride_s
     tl.store(out_ptr + row * n_cols + cols, (x * sc).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-#: the blind-spot classes' originals (bench/power.py runs their checks for false alarms)
+#: the blind-spot classes' originals (bench/power/power.py runs their checks for false alarms)
 ORIGINALS = (logsumexp_rows, fp16_axpy, fp16_grad_mul, rope_decode, row_scale)
 
 
@@ -975,8 +975,8 @@ for _m in MUTANTS:
 
 BY_NAME = {m.name: m for m in MUTANTS}
 
-# ------------------------------------------------------------------ generic declarations (bench/power_generic.py,
-# and the precision bugs of bench/power_precision.py)
+# ------------------------------------------------------------------ generic declarations (bench/power/generic.py,
+# and the precision bugs of bench/power/precision.py)
 
 from bench.power import generic as power_generic  # noqa: E402
 from bench.power import precision as power_precision  # noqa: E402

@@ -1,16 +1,18 @@
 """Power benchmark: how often tdiff finds planted bugs, and how often it cries wolf.
 
-    PYTHONPATH=. python bench/power.py                  # 10 seeds per mutant + the originals -> bench/power.md
-    PYTHONPATH=. python bench/power.py --quick          # 3 seeds per mutant, 1 per original
-    PYTHONPATH=. python bench/power.py --only softmax   # mutants (and originals) whose name contains "softmax"
+    python -m bench.power.power                 # 10 seeds per mutant + the originals -> bench/power/power.md
+    python -m bench.power.power --quick         # 3 seeds per mutant, 1 per original
+    python -m bench.power.power --only softmax  # mutants (and originals) whose name contains "softmax"
 
-Mutants (`bench/power_mutants.py`) are copies of the bundled suite kernels with one planted bug
+(from the repository root; worker processes get it on PYTHONPATH.)
+
+Mutants (`bench/power/mutants.py`) are copies of the bundled suite kernels with one planted bug
 each, declared with the original check's launch, strategies and reference. Each mutant's check
 runs once per seed (hypothesis seeds 0..N-1 through `RunOptions(seed=s)`, profile "ci": 20 examples
 unless `--examples`). A seed finds the bug when the check fails and the original (unmutated) check
 passes the case it failed on; when the original fails it too, the seed is counted as spurious. The
 verdict labels tdiff gave are tallied, and for each run the searched cases that could show the bug
-at all (the mutant's trigger, `TRIGGERS` in power_mutants.py): a bug missed although such cases
+at all (the mutant's trigger, `TRIGGERS` in bench/power/mutants.py): a bug missed although such cases
 were drawn is hidden by a tolerance or a verdict, one missed without them by the strategies.
 
 The original suite checks run with `--fa-examples` examples (default 100) over `--fa-seeds` seeds
@@ -172,7 +174,7 @@ def originals() -> list[Check]:
         out += declared_in(mod)
     from bench.power import mutants as power_mutants  # the blind-spot classes' originals, declared beside their mutants
 
-    for kernel in power_mutants.ORIGINALS:  # (and those of the generic declarations, bench/power_generic.py)
+    for kernel in power_mutants.ORIGINALS:  # (and those of the generic declarations, bench/power/generic.py)
         out += [c for c in tdiff.checks_of(kernel) if c.module in (power_mutants.__name__, "bench.power.generic")]
     return out
 
@@ -362,7 +364,7 @@ def render(mutant_rows: list[dict], orig_rows: list[dict], args: Any, seeds: int
                   "A seed counts as found when the check failed and the original, unmutated check passes the "
                   "failing case (else it is spurious: tdiff flagged something the original kernel does too).", "",
                   "Trigger: the seeds in which the search drew at least one case that can show the bug (a "
-                  "necessary condition, `TRIGGERS` in bench/power_mutants.py); triggering cases: how many of the "
+                  "necessary condition, `TRIGGERS` in bench/power/mutants.py); triggering cases: how many of the "
                   "cases searched could show it, and how many of those passed (a bug hidden by the tolerance or "
                   "the verdict, not by the strategy). Median case found: the searched case that first failed.", "",
                   f"| mutant | kernel | bug kind | planted bug | found /{seeds} | trigger drawn /{seeds} "

@@ -11,7 +11,7 @@ values); each mutant keeps that declaration and changes the numerics the way shi
 | rev_cumsum_total_minus_prefix | a reverse cumulative sum computed as `total - prefix + x` (cancellation) |
 | exprel_difference | `(exp(x) - 1) / x`: a division by a difference that cancels near 0 |
 
-Imported by bench/power_mutants.py, which adds these to MUTANTS, ORIGINALS and TRIGGERS.
+Imported by bench/power/mutants.py, which adds these to MUTANTS, ORIGINALS and TRIGGERS.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tdiff.core.tolerance import Tolerance
 from tdiff.execute.backends.float32_arithmetic import float32_arithmetic
 from tdiff.judge.sensitivity import ACCUMULATION, LOADED_ROUNDINGS
 
-#: (mutant kernel, original kernel, kind, bug, trigger, triggered(case)), as in bench/power_generic.py
+#: (mutant kernel, original kernel, kind, bug, trigger, triggered(case)), as in bench/power/generic.py
 PRECISION: list[tuple[Any, Any, str, str, str, Any]] = []
 ORIGINALS: list[Any] = []
 

@@ -1,12 +1,12 @@
 """How often the liger RoPE decode bug (FINDINGS.md liger 1) is found from RoPE's inputs declared as a user
 declares them (`suites/liger/rope.py`, the `generic` check), one run per seed.
 
-    PYTHONPATH=. python bench/power_rope.py --seeds 10 --examples 50      # the dev example count
-    PYTHONPATH=. python bench/power_rope.py --seeds 5 --examples 30 --plan 0
+    PYTHONPATH=. python -m bench.power.rope --seeds 10 --examples 50      # the dev example count
+    PYTHONPATH=. python -m bench.power.rope --seeds 5 --examples 30 --plan 0
 
 A seed counts as found when the check fails on a case that can show the bug (seq 1, batch > 1, heads > 1, q and
 k head-major: `triggered`); the real kernel has no fixed original, so a failure on any other case is reported
-as such, not counted. Runs as `bench/power.py` does: hypothesis's constants frozen, no corpus, tdiff's shrinking
+as such, not counted. Runs as `bench/power/power.py` does: hypothesis's constants frozen, no corpus, tdiff's shrinking
 off, in this process (`--isolation process` for workers; on a GPU machine the compiled kernel runs too).
 """
 

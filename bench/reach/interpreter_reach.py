@@ -16,8 +16,12 @@ The call is first compiled by Triton's frontend (to TTIR, for sm_90, no GPU need
 it, the arguments could not be synthesized (counted as such, never as an interpreter failure). A call the compiler
 accepts is run by tdiff's interpreter backend (as a check's case is); its failure is classified by cause.
 
-    PYTHONPATH=$PWD python bench/interpreter_reach.py --json /tmp/reach.json
-    PYTHONPATH=$PWD python bench/interpreter_reach.py --table before.json after.json > bench/interpreter_reach.md
+    python -m bench.reach.interpreter_reach --json /tmp/reach.json
+    python -m bench.reach.interpreter_reach --table before.json after.json > bench/reach/interpreter_reach.md
+    PYTHONPATH=/other/checkout:$PWD python -P -m bench.reach.interpreter_reach --json /tmp/before.json
+
+The tdiff imported is the one measured: run from the repository root, the working tree's; with `python -P` (the
+working directory not put first on sys.path) the first tdiff on PYTHONPATH, e.g. another checkout's.
 
 `--json` writes one record per kernel; `--table` renders the counts of one or more such files side by side.
 """

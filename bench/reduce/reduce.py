@@ -1,5 +1,5 @@
 """Kernel reduction measured: the corpus entries of FINDINGS.md (`corpus/`) and the planted bugs of
-bench/power_mutants.py (with bench/power_generic.py's), each reduced within the budget; writes bench/reduce.md.
+bench/power/mutants.py (with bench/power/generic.py's), each reduced within the budget; writes bench/reduce/reduce.md.
 
 For a corpus entry the case is judged here (interpreter and reference, in this process), and its kernel reduced
 with `tdiff.drive.reduce_kernel` on the entry's case (a minimal case already); an entry whose recorded verdict
@@ -9,8 +9,8 @@ mutant, the check runs as `pytest --tdiff` would (search, shrink, reduce, reprod
 0, then 1 and 2 if seed 0 finds nothing), and the table says whether the planted line (`# BUG:`) is still in
 the reduced kernel.
 
-    PYTHONPATH=. python bench/reduce.py [--budget 30] [--only NAME ...] [--no-corpus] [--no-mutants]
-        [--save DIR] [--out bench/reduce.md]
+    PYTHONPATH=. python -m bench.reduce.reduce [--budget 30] [--only NAME ...] [--no-corpus] [--no-mutants]
+        [--save DIR] [--out bench/reduce/reduce.md]
 
 `--save DIR` keeps each reduced kernel (and its diff) as DIR/<name>.py. Lines are code lines (neither blank nor
 comment-only) of the kernel and the device functions it calls.

@@ -1,7 +1,7 @@
 """One line from a `--tdiff-json` file: cases, seconds in each backend (summed over workers) and the cases
 whose launches ran program by program (a batch stopped), with the most common reasons.
 
-    python bench/backend_seconds.py run.json
+    python -m bench.speed.backend_seconds run.json
 """
 
 from __future__ import annotations

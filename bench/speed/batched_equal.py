@@ -1,7 +1,7 @@
 """The batched interpreter against program by program on every check of the suites: the same cases run
 both ways must give identical results bit for bit and identical findings (`tests/batched_equality.py`).
 
-    python bench/batched_equal.py [--suites bundled,semantics,liger,flaggems,mutants] [--examples 5] [--seed 0]
+    python -m bench.speed.batched_equal [--suites bundled,semantics,liger,flaggems,mutants] [--examples 5] [--seed 0]
 
 Prints one line per check (cases, seconds each way, programs batched, fallbacks) and every difference;
 exits 1 if there was one."""

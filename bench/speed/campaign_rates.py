@@ -1,6 +1,6 @@
 """Cases per second of each process of a fuzz campaign, and in total, from its `--tdiff-campaign` folder.
 
-    python bench/campaign_rates.py campaign/ [--json out.json]
+    python -m bench.speed.campaign_rates campaign/ [--json out.json]
 
 Per process (one `<host>-<pid>-<random>.jsonl` file): its slot and GPU, the cases it ran (the last
 snapshot of each check, summed), the seconds spent in them, and its wall span (its first line to its

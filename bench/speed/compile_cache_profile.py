@@ -3,7 +3,7 @@ compiled, and how many of them are byte-identical binaries (the same cubin compi
 key: a class that changed no code).
 
     TRITON_CACHE_DIR=/tmp/fresh pytest --tdiff suites -n 8 --tdiff-json run.json
-    python bench/compile_cache_profile.py /tmp/fresh [--json run.json] > bench/compile_profile.md
+    python -m bench.speed.compile_cache_profile /tmp/fresh [--json run.json] > bench/speed/compile_profile.md
 
 Each cache entry is a directory holding one compiled specialization (`<name>.json` metadata, `<name>.cubin`, the
 IR stages). With `--json` (tdiff's `--tdiff-json` report) the per-check compile counts and seconds are added.

@@ -2,7 +2,7 @@
 H100 (sm_90) in 24 specializations (block sizes and casting modes), with each stage of Triton's CUDA backend timed.
 No GPU needed: the last stage is ptxas.
 
-    python bench/compile_stages.py
+    python -m bench.speed.compile_stages
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ process's CPU time (user + system, its last sample) by role: the pytest controll
 tdiff's worker lanes (gpu, cpu, ref, compile; from their environment), the reproducers tdiff verifies, and
 the rest (ptxas, ...). Linux only.
 
-    python bench/cpu_by_process.py [--interval 0.5] [--json out.json] -- python -m pytest --tdiff suites -n 8
+    python -m bench.speed.cpu_by_process [--interval 0.5] [--json out.json] -- python -m pytest --tdiff suites -n 8
 """
 
 from __future__ import annotations

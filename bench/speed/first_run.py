@@ -1,6 +1,6 @@
 """Where the main job's time goes: the README's `pytest --tdiff suites` run in one process, each phase timed.
 
-    python bench/first_run.py [PYTEST ARGS ...]          # default: suites
+    python -m bench.speed.first_run [PYTEST ARGS ...]          # default: suites
 
 The run is the main job's, in this process (`-p no:xdist --tdiff-isolation none`), so that one clock sees
 every phase. A phase's time is exclusive: entering a nested phase pauses the one around it. Phases:

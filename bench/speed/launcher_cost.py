@@ -3,7 +3,7 @@ signature, at a kernel's first launch (not in `triton.compile`), and caches it o
 of distinct signatures in a fresh cache directory and times each; with `--cache DIR`, also counts the launchers
 and kernels a run left in that Triton cache directory.
 
-    python bench/launcher_cost.py [--n 8] [--cache /tmp/triton-cache-XXXX]
+    python -m bench.speed.launcher_cost [--n 8] [--cache /tmp/triton-cache-XXXX]
 """
 
 from __future__ import annotations

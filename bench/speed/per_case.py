@@ -1,7 +1,7 @@
 """Cases per second: a bare hand-written loop against tdiff, on the same cases, in one run.
 
-    python bench/bench.py                 # every kernel and grid; prints a table and ratios
-    python bench/bench.py --quick         # fewer cases (for a smoke run)
+    python -m bench.speed.per_case                 # every kernel and grid; prints a table and ratios
+    python -m bench.speed.per_case --quick         # fewer cases (for a smoke run)
 
 The bare loop builds the inputs, launches the kernel compiled (where a GPU is present),
 launches it in Triton's interpreter (its own InterpretedFunction, inside tdiff's selective

@@ -1,7 +1,7 @@
 """How long each check's boundary plan takes to build, and a fingerprint of the plan (the rows' choice
 sequences and coverage), so that a faster build is shown to plan the very same cases.
 
-    PYTHONPATH=. python bench/plan_time.py suites/semantics/conversions.py [more modules or folders] [--json F]
+    PYTHONPATH=. python -m bench.speed.plan_time suites/semantics/conversions.py [more modules or folders] [--json F]
 
 Rows as the search asks (`tdiff.drive.search.plan_budget`: at most half the check's examples under the profile,
 `--profile`, else as a run picks it, `ci` where CI=true, else `dev`; `--plan N` as `--tdiff-plan N`), seeded as a

@@ -3,7 +3,7 @@ the same run): the checks' wall time by phase (planning, searching, shrinking, r
 processes' time within cases (waiting on opinions, waiting on reruns, judging), the backends' time (summed
 over workers) and the compiles; then the checks that took longest.
 
-    python bench/wall_profile.py run.json [--vmstat vmstat.log] [--top 15] [--only PREFIXES] [--workers 8]
+    python -m bench.speed.wall_profile run.json [--vmstat vmstat.log] [--top 15] [--only PREFIXES] [--workers 8]
                                           [--run-start EPOCH_SECONDS]
 """
 

@@ -10,10 +10,10 @@ once in the source is reported as stale and counted as neither killed nor surviv
 mutants, the tests they use run once on the unmutated copy (the baseline); tests failing there are
 left out of every mutant's run, so a mutant is never counted killed by a test that fails anyway.
 
-    python bench/mutants.py --list          # the mutants, and whether each snippet still matches
-    python bench/mutants.py                 # run them all; print a markdown table and the kill rate
-    python bench/mutants.py -k shrink-      # run those whose name contains "shrink-"
-    python bench/mutants.py --before        # without tests/test_mutants_killed.py (the kill rate before it)
+    python -m bench.trust.core_mutants --list          # the mutants, and whether each snippet still matches
+    python -m bench.trust.core_mutants                 # run them all; print a markdown table and the kill rate
+    python -m bench.trust.core_mutants -k shrink-      # run those whose name contains "shrink-"
+    python -m bench.trust.core_mutants --before        # without tests/test_mutants_killed.py (the kill rate before it)
 
 It is not part of CI: on 2 cores a run takes about 10 minutes (15 to 20 with --before, where the
 survivors run every test mapped to them).

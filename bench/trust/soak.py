@@ -4,9 +4,9 @@ with its reproducer), and the false-alarm rate per seed.
 A correct kernel red at any seed is a defect of tdiff; a kernel's real finding is red at some seeds and names the
 torch behaviour it differs from. The soak is how we see which is which:
 
-    python bench/soak.py --seeds 10                      # CPU: the dev profile a new user gets, 10 OS-random seeds
-    python bench/soak.py --seeds 10 -n 8 --fresh-triton-cache   # GPU: a fresh Triton cache per seed
-    python bench/soak.py --seed 123 --seed 456 --paths suites/liger   # given seeds, some suites
+    python -m bench.trust.soak --seeds 10                     # CPU: the dev profile a new user gets, 10 OS-random seeds
+    python -m bench.trust.soak --seeds 10 -n 8 --fresh-triton-cache   # GPU: a fresh Triton cache per seed
+    python -m bench.trust.soak --seed 123 --seed 456 --paths suites/liger   # given seeds, some suites
 
 Each seed runs `pytest --tdiff PATHS -n N` in a fresh process with its own hypothesis database and run directory
 (so no seed replays another's failures) under OUT/seed<S>/, and writes the run's `--tdiff-json`. The report
@@ -14,7 +14,7 @@ Each seed runs `pytest --tdiff PATHS -n N` in a fresh process with its own hypot
 first reason and a reproducer; a failure counts as a false-alarm candidate unless its verdict is a finding
 (`numerically unstable`, an intermediate overflow: the check's summary says which torch behaviour it differs from)
 or it is a strict xfail that passed. Triage each candidate by hand: a FINDINGS entry, a precision the check
-declares (with the reason in the suite), or a fix in tdiff; `bench/soak.md` holds the table of what was seen.
+declares (with the reason in the suite), or a fix in tdiff; `bench/trust/soak.md` holds the table of what was seen.
 """
 
 from __future__ import annotations

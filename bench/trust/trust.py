@@ -1,8 +1,10 @@
 """What a pass and a failure mean, on kernels with known truths (tests/hostile.py): ordinary kernel
 bugs, mistaken declarations, races, the range edge. Prints one line per check: status, verdicts,
-cases, seconds. Run it with any tdiff on the path (e.g. an older one) to compare:
+cases, seconds. Run it from the repository root; to compare another tdiff (e.g. an older checkout's), put it first
+on PYTHONPATH and keep the working directory off the front of sys.path with `python -P`:
 
-    PYTHONPATH=. python bench/trust.py [--examples N] [--json out.json]
+    python -m bench.trust.trust [--examples N] [--json out.json]
+    PYTHONPATH=/other/checkout:$PWD python -P -m bench.trust.trust
 """
 
 from __future__ import annotations

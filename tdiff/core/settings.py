@@ -91,7 +91,7 @@ class RunOptions:
     coverage: str = "report"  # kernel lines no case ran: "report" them, or "require" every line to run (else fail)
     database: Any = None  # a hypothesis ExampleDatabase (--tdiff-database); None: the profile decides
     # hypothesis's target phase climbs each case's closeness and kernel lines run; off by default: at the
-    # ci example count it found fewer planted bugs (bench/power.md)
+    # ci example count it found fewer planted bugs (bench/power/power.md)
     targeting: bool = False
     # size strategies also draw the constants the kernel and its launch compare sizes with (tdiff.generate.thresholds)
     thresholds: bool = True

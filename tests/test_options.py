@@ -1,11 +1,10 @@
 """The options table (`tdiff.options.OPTIONS`): every option registered as a flag and an ini key, checked in one
-place whichever way it is given, its defaults those of `RunOptions`, an old name still working, and the README's
-table listing each with its choices and default."""
+place whichever way it is given, its defaults those of `RunOptions`, an old name still working.
+(The manual's options page is generated from the table: tests/test_docs.py.)"""
 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 import hypothesis
@@ -67,17 +66,3 @@ def test_an_ini_value_is_checked_as_the_flag_is(pytester):
     pytester.makeini("[pytest]\ntdiff_coverage = all\n")
     bad = pytester.runpytest_subprocess("--tdiff", "--co")
     assert "--tdiff-coverage must be report or require, not 'all'" in bad.stderr.str()
-
-
-def test_the_readme_lists_every_option_with_its_choices_and_default():
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(--tdiff-[a-z-]+)` \|.*$",
-                                                         (ROOT / "README.md").read_text(), re.M)}
-    for o in options.OPTIONS:
-        row = rows.get(o.flag)
-        assert row is not None, f"README: no row for {o.flag}"
-        cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
-        assert cells[2] == o.default, (o.flag, cells[2])
-        if o.words:
-            assert cells[1] == "`" + r"\|".join(o.words) + "`", (o.flag, cells[1])
-        for old in o.aliases:
-            assert f"`--tdiff-{old}`" in row

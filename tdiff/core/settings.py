@@ -49,7 +49,7 @@ def default_profile() -> str:
 
 def default_compile_only() -> bool:
     """The compile-only opinion is on in CI (CI set), off elsewhere: it costs more than 15% of the CPU main job
-    (the README's "On a CPU-only machine: compile only" has the figures)."""
+    (docs/explanation/opinions.md, "On a CPU-only machine: compile only", has the figures)."""
     return bool(os.environ.get("CI"))
 
 

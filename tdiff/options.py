@@ -135,7 +135,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("coverage", str, "report (name the kernel lines no case ran) or require (such a check fails)", "report",
            "coverage", choices=("report", "require")),
     Option("targeting", bool, "on: hypothesis climbs each case's largest difference over tolerance and the kernel "
-           "lines it ran (at the ci example count it found fewer planted bugs: docs/explanation/evidence.md's power table)", "off",
+           "lines it ran (at the ci example count it found fewer planted bugs: the power table of "
+           "docs/explanation/evidence.md)", "off",
            "targeting"),
     Option("thresholds", bool, "on: size strategies also draw the sizes on the constants the kernel and its "
            "launch compare sizes with", "on", "thresholds"),
@@ -145,8 +146,8 @@ OPTIONS: tuple[Option, ...] = (
            "(value classes too); 0: none", "as many as cover the triples and the pairs of addressing choices, at most "
            "half the check's examples and 64", "plan", minimum=0),
     Option("localize", bool, "on: name the compiler pass after which a `compiled wrong` case goes wrong (MLIR's "
-           "per-pass dumps bisected on the GPU, confirmed by leaving the pass out; docs/how-to/compiler-change.md: Check a compiler "
-           "change)", "off", "localize"),
+           "per-pass dumps bisected on the GPU, confirmed by leaving the pass out; "
+           "docs/how-to/compiler-change.md)", "off", "localize"),
     Option("database", str, "hypothesis example database shared by processes and machines: a directory (e.g. on "
            "shared storage) or redis://host:port/db (needs the redis package); with --tdiff-fuzz-targets it "
            "becomes the session's default database, the one HypoFuzz uses", "the profile's", "database"),

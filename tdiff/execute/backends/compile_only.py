@@ -7,7 +7,8 @@ kernels apart. A case's launches are found by a dry launch (`tdiff.execute.launc
 on CPU copies of the inputs, every kernel launch intercepted); each goes to the JIT with `warmup=True` under a
 driver that only names the target (`tdiff.compat.compile_only`).
 
-What it costs is kept down three ways (docs/explanation/opinions.md, "On a CPU-only machine: compile only", has the figures):
+What it costs is kept down three ways (docs/explanation/opinions.md, "On a CPU-only machine: compile only", has
+the figures):
 - the pipeline stops after TTGIR (`STOP_AFTER`): the frontend, where a kernel's own mistakes are rejected, and
   Triton's TTIR and TTGIR passes, about a third of a full compile (LLVM IR with libdevice and ptxas are the
   rest); stopped compiles run in a scratch cache, so Triton's cache never holds a kernel without its binary;

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 import tdiff
 from tdiff import cli, options
 from tdiff.core.option_table import OPTIONS, Option, python_name
-from tdiff.core.settings import RunOptions
+from tdiff.core.settings import UNFLAGGED, RunOptions
 from tdiff.errors import DeclarationError
 from tests import kernels as K
 
@@ -144,6 +145,15 @@ def test_with_and_verify_give_the_run_options_message(o, py, raw):
     with pytest.raises(ValueError) as err:
         tdiff.verify(K.double_kernel, **{o.field: py})
     assert str(err.value) == said
+
+
+@pytest.mark.parametrize("o,py", [pytest.param(o, py, id=f"{o.field}={py!r}") for o in UNFLAGGED
+                                  for py, _ in bad_values(o)])
+def test_a_field_no_flag_sets_is_checked_too(o, py):
+    said = python_error(**{o.field: py})
+    assert said.startswith(f"RunOptions.{o.field} must be "), said
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        tdiff.verify(K.double_kernel, **{o.field: py})
 
 
 CHECK_ARGS = set(inspect.signature(tdiff.check).parameters)

@@ -15,6 +15,7 @@ from hypothesis.strategies import SearchStrategy
 
 from .core import kernels
 from .core.backend_spec import BackendSpec, parse_all
+from .core.option_table import BY_NAME
 from .core.tolerance import Tolerance
 from .core.tolerance import validate as validate_tolerance
 from .errors import DeclarationError
@@ -334,9 +335,14 @@ def check(
                         f"{where}: reference must accept the inputs {names}; "
                         f"its signature is reference{inspect.signature(reference)}"
                     )
-        if max_compiles is not None and (isinstance(max_compiles, bool) or not isinstance(max_compiles, int)
-                                         or max_compiles < 0):
-            raise DeclarationError(f"{where}: max_compiles must be an int >= 0 (0: no limit), got {max_compiles!r}")
+        for arg, given, option in (("max_examples", max_examples, "examples"), ("timeout", timeout, "timeout"),
+                                   ("max_compiles", max_compiles, "max-compiles")):
+            if given is None:
+                continue
+            try:  # (the run's option of the same meaning, checked by its entry in the options table)
+                BY_NAME[option].validate(given, arg)
+            except ValueError as exc:
+                raise DeclarationError(f"{where}: {exc}") from None
         try:
             specs = parse_all(backends or ())
         except ValueError as exc:

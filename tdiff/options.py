@@ -1,7 +1,8 @@
 """The run's options as users write them (pytest `--tdiff-*` flags and `tdiff_*` ini keys, the `tdiff` CLI):
-one table (`OPTIONS`: name, type, choices, default, help, the `RunOptions` field it sets), from which the
-pytest plugin registers its flags and ini keys and the CLI its arguments, and by which every value is
-checked, in one place; `build` turns the values given into `RunOptions`."""
+one table (`OPTIONS`, in `tdiff.core.option_table`: name, type, choices, default, help, the `RunOptions` field
+it sets), from which the pytest plugin registers its flags and ini keys and the CLI its arguments, and by which
+every value is checked, in one place (`RunOptions` checks its fields by the same table); `build` turns the
+values given into `RunOptions`."""
 
 from __future__ import annotations
 
@@ -9,168 +10,28 @@ import argparse
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .core.option_table import BY_FIELD, BY_NAME, ON_OFF, OPTIONS, Option, parse_shard
 from .core.settings import PROFILES, RUN_DIR, TRACKED_CORPUS, RunOptions
 
-ON_OFF = ("on", "off")
+# (the table lives in tdiff.core.option_table, where RunOptions reads it too; its names stay importable here)
+__all__ = ["BY_FIELD", "BY_NAME", "ON_OFF", "OPTIONS", "PROFILES", "Option", "add_arguments", "build",
+           "flag_type", "ini_key", "register", "split_backends", "value"]
 
 
-@dataclass(frozen=True)
-class Option:
-    """One option: `--tdiff-NAME` on pytest's command line, `tdiff_NAME` in its ini file.
-
-    `type` is str, int, float or bool (written `on` / `off`); `choices` the words a str takes; `default`
-    what a user gets without it, in words; `field` the `RunOptions` field it sets (None: the pytest
-    plugin's own); `minimum` the least number it takes (`zero`: what 0 means), `positive` more than 0;
-    `unit` what a number counts; `aliases` older names that still work, with a warning."""
-
-    name: str
-    type: type
-    help: str
-    default: str
-    field: str | None = None
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    zero: str = ""
-    positive: bool = False
-    unit: str = ""
-    aliases: tuple[str, ...] = ()
-
-    @property
-    def flag(self) -> str:
-        return f"--tdiff-{self.name}"
-
-    @property
-    def words(self) -> tuple[str, ...]:
-        """The words it takes, if it takes a fixed set."""
-        return ON_OFF if self.type is bool else self.choices
-
-    @property
-    def metavar(self) -> str:
-        if self.words:
-            return "{" + ",".join(self.words) + "}"
-        return {int: "N", float: "S" if self.unit == "seconds" else "X"}.get(self.type, "VALUE")
-
-    def describe(self) -> str:
-        """Its help, with its choices and default."""
-        return f"{self.help} (default: {self.default})"
-
-    def parse(self, raw: Any, flag: str | None = None) -> Any:
-        """The value of `raw` (a string as written, or a value of the option's type): an int, a float, a str
-        (one of its choices) or a bool. Raises ValueError naming the flag (`flag`, else `--tdiff-NAME`) and what
-        it takes."""
-        flag = flag or self.flag
-        text = str(raw).strip()
-        if self.words:
-            if text not in self.words:
-                raise ValueError(f"{flag} must be {_either(self.words)}, not {raw!r}")
-            return text == "on" if self.type is bool else text
+def flag_type(o: Option, flag: str | None = None) -> Callable[[str], str]:
+    """The argparse type of option `o`'s flag (`flag`, else `--tdiff-NAME`): `raw` unchanged once `Option.parse`
+    accepts it, else an `argparse.ArgumentTypeError` with its message (argparse reports it)."""
+    def check(raw: str) -> str:
         try:
-            value = self.type(text)
-        except (TypeError, ValueError):
-            what = {int: "a whole number", float: "a number"}.get(self.type, str(self.type.__name__))
-            raise ValueError(f"{flag} must be {what}{' of ' + self.unit if self.unit else ''}, "
-                             f"not {raw!r}") from None
-        if self.minimum is not None and value < self.minimum:
-            zero = f" ({self.zero})" if self.zero else ""
-            unit = f" {self.unit}" if self.unit else ""
-            raise ValueError(f"{flag} must be {self.minimum:g}{zero} or more{unit}, not {raw!r}")
-        if self.positive and value <= 0:
-            raise ValueError(f"{flag} must be positive, not {raw!r}")
-        return value
-
-    def check(self, raw: str, flag: str | None = None) -> str:
-        """`raw` unchanged, once `parse` accepts it: the argparse type of the flag (argparse reports the error)."""
-        try:
-            self.parse(raw, flag)
+            o.parse(raw, flag)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return raw
 
-
-OPTIONS: tuple[Option, ...] = (
-    Option("backends", str, "backends to run on every case, comma-separated, e.g. compiled,interpreter; a check's "
-           "reference always joins", "compiled and interpreter with a GPU, the interpreter without", "backends"),
-    Option("batched-threshold", int, "grids of up to this many programs are interpreted whole, the programs in "
-           "batches; larger grids are sampled (as every grid over 64 programs is with the backend "
-           "interpreter:sequential)", "4096", "batched_threshold", minimum=0, aliases=("whole-grid",)),
-    Option("profile", str, "hypothesis profile: ci (fast, derandomized), dev or thorough (registered with "
-           "hypothesis as tdiff-ci, tdiff-dev, tdiff-thorough)", "ci when CI is set, else dev", "profile",
-           choices=PROFILES),
-    Option("examples", int, "examples drawn per check (overrides the profile)", "the profile's", "max_examples",
-           minimum=1),
-    Option("seed", int, "hypothesis seed", "none: derandomized (ci) or random", "seed"),
-    Option("timeout", float, "per-case timeout for each backend (after a hang, a check's later runs wait less)",
-           "60", "timeout", positive=True, unit="seconds"),
-    Option("corpus", str, "corpora to replay; 'none' to neither replay nor write. Several, separated by "
-           f"{os.pathsep!r}: all are replayed, each entry once. New entries go to the run directory's corpus "
-           "(RUN_DIR/corpus, also replayed), never to these: `tdiff corpus promote ENTRY` moves a reviewed one",
-           "corpus, the one under version control", "corpus_dir"),
-    Option("repro-dir", str, "where reproducers and pictures go; 'none' to skip", "RUN_DIR/repro", "repro_dir"),
-    Option("run-dir", str, "the run directory, outside version control (it holds a .gitignore of `*`): new corpus "
-           "entries, reproducers and progress files", ".tdiff", "run_dir"),
-    Option("isolation", str, "process (workers; a crash or hang fails one case) or none (in this process; hangs "
-           "are stopped by a watchdog on the main thread)", "process", "isolation", choices=("process", "none")),
-    Option("shrink-budget", float, "seconds tdiff spends shrinking a divergence", "60", "shrink_budget", minimum=0,
-           unit="seconds"),
-    Option("reduce-budget", float, "seconds tdiff spends reducing a divergence's kernel (statements, branches, "
-           "constexprs) for its reproducer, on the shrunk case; 0: off", "30", "reduce_budget", minimum=0,
-           zero="off", unit="seconds"),
-    Option("compile-budget", float, "compile seconds a check may spend on new combinations of specialization "
-           "classes it has compiled before (new classes are always compiled); past it, such cases run without "
-           "the compiled backend", "30", "compile_budget", minimum=0, zero="no limit", unit="seconds"),
-    Option("max-compiles", int, "the same budget as a number of compiles", "0", "max_compiles", minimum=0,
-           zero="no limit"),
-    Option("compile-ahead", int, "compile workers per check that compile its planned cases' specializations "
-           "before the search reaches them (GPU runs only)", "auto: the cores beyond two per xdist worker, "
-           "shared among them, 1 to 4", "compile_ahead", minimum=0, zero="off"),
-    Option("compile-only", bool, "on: without a GPU, compile the specializations a check's cases launch for a GPU "
-           "(sm_90, through TTGIR, each class once; not run) and fail a case Triton's compiler rejects where the "
-           "interpreter ran it (`compiled error (compile only)`); no effect with a GPU, where the compiled backend "
-           "compiles them", "on when CI is set, else off", "compile_only"),
-    Option("coverage", str, "report (name the kernel lines no case ran) or require (such a check fails)", "report",
-           "coverage", choices=("report", "require")),
-    Option("targeting", bool, "on: hypothesis climbs each case's largest difference over tolerance and the kernel "
-           "lines it ran (at the ci example count it found fewer planted bugs: the power table of "
-           "docs/explanation/evidence.md)", "off",
-           "targeting"),
-    Option("thresholds", bool, "on: size strategies also draw the sizes on the constants the kernel and its "
-           "launch compare sizes with", "on", "thresholds"),
-    Option("plan", int, "the most cases per check planned before the random search (a budget of their own, on top "
-           "of its examples) to cover the triples of boundary classes of the choices that decide memory addressing "
-           "(sizes, layouts, dtypes, integers and flags drawn inside user strategies) and the pairs of all of them "
-           "(value classes too); 0: none", "as many as cover the triples and the pairs of addressing choices, at most "
-           "half the check's examples and 64", "plan", minimum=0),
-    Option("localize", bool, "on: name the compiler pass after which a `compiled wrong` case goes wrong (MLIR's "
-           "per-pass dumps bisected on the GPU, confirmed by leaving the pass out; "
-           "docs/how-to/compiler-change.md)", "off", "localize"),
-    Option("database", str, "hypothesis example database shared by processes and machines: a directory (e.g. on "
-           "shared storage) or redis://host:port/db (needs the redis package); with --tdiff-fuzz-targets it "
-           "becomes the session's default database, the one HypoFuzz uses", "the profile's", "database"),
-    Option("shard", str, "K/N: run only the checks of shard K of N (each check's shard is a stable hash of its "
-           "id), one per CI job", "off", "shard"),
-    Option("campaign", str, "directory where fuzz targets record the campaign (one JSON-lines file per process); "
-           "tdiff campaign DIR makes the table", "off", "campaign_dir"),
-    # the pytest plugin's own (its output)
-    Option("json", str, "write every check's record (what it ran, its pytest outcome, caveats, divergences) and "
-           "the run's totals to this JSON file", "off"),
-    Option("summary", str, "short (pytest's outcome lines, one block per check that did not pass, the totals "
-           "and one table of what was worked around or caveated) or full (also every check's own lines, as -v)",
-           "short", choices=("short", "full")),
-    Option("progress", float, "seconds between progress lines of a check still running; 0: none",
-           "10 with -v, 30 without", unit="seconds"),
-)
-
-BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
-
-
-def _either(words: Iterable[str]) -> str:
-    words = list(words)
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+    return check
 
 
 def ini_key(name: str) -> str:
@@ -181,11 +42,11 @@ def register(add_flag: Callable[..., Any], add_ini: Callable[..., Any]) -> None:
     """Register every option (and each old name, marked deprecated) as a flag and an ini key: `add_flag` and
     `add_ini` take pytest's `addoption` and `addini` arguments."""
     for o in OPTIONS:
-        add_flag(o.flag, dest=ini_key(o.name), default=None, type=o.check, metavar=o.metavar, help=o.describe())
+        add_flag(o.flag, dest=ini_key(o.name), default=None, type=flag_type(o), metavar=o.metavar, help=o.describe())
         add_ini(ini_key(o.name), o.describe(), default=None)
         for old in o.aliases:
             text = f"deprecated: the old name of {o.flag}, which it sets"
-            add_flag(f"--tdiff-{old}", dest=ini_key(old), default=None, type=o.check, metavar=o.metavar, help=text)
+            add_flag(f"--tdiff-{old}", dest=ini_key(old), default=None, type=flag_type(o), metavar=o.metavar, help=text)
             add_ini(ini_key(old), text, default=None)
 
 
@@ -194,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str]) -> None
     for name in names:
         o = BY_NAME[name]
         parser.add_argument(f"--{name}", dest=name.replace("-", "_"), default=None, metavar=o.metavar,
-                            type=partial(o.check, flag=f"--{name}"), help=o.describe())
+                            type=flag_type(o, f"--{name}"), help=o.describe())
 
 
 def value(get: Callable[[str], Any], name: str) -> Any:
@@ -256,9 +117,7 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
 
             v = open_database(v, root)
         elif field == "shard":
-            from .drive.shard import parse
-
-            v = parse(v)
+            v = parse_shard(v)
         elif field == "campaign_dir":
             v = root / v
         changes[field] = v  # type: ignore[index]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+import typing
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +14,12 @@ from hypothesis import settings as hsettings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .backend_spec import BackendSpec, parse_all
+from .option_table import BY_FIELD, PROFILES, Option, path_or_none, python_name
 
-#: the run's profiles, registered with hypothesis as `tdiff-<name>`: `ci` (20 examples, derandomized: no example
-#: database), `dev` (50) and `thorough` (400), which keep their examples in `.hypothesis/tdiff` outside CI
-PROFILES = ("ci", "dev", "thorough")
+# PROFILES: the run's profiles (the table's choices of --tdiff-profile), registered with hypothesis below as
+# `tdiff-<name>`: `ci` (20 examples, derandomized: no example database), `dev` (50) and `thorough` (400), which
+# keep their examples in `.hypothesis/tdiff` outside CI
+
 #: the hypothesis settings a tdiff profile sets; every other one comes from hypothesis's profile loaded when a
 #: search starts
 PROFILE_SETTINGS = ("max_examples", "derandomize", "deadline", "suppress_health_check", "phases",
@@ -53,9 +57,23 @@ def default_compile_only() -> bool:
     return bool(os.environ.get("CI"))
 
 
+#: the fields no flag sets, checked as the table's options are (Options of no flag: only their checks are used)
+UNFLAGGED: tuple[Option, ...] = (
+    Option("replay", bool, "", "", "replay"),
+    Option("reduce-expected", bool, "", "", "reduce_expected"),
+    Option("verdict", bool, "", "", "verdict"),
+    Option("sample-threshold", int, "", "", "sample_threshold", minimum=0),
+    Option("sample-size", int, "", "", "sample_size", minimum=0),
+    Option("gpu", int, "", "", "gpu", minimum=0),
+)
+
+
 @dataclass(frozen=True)
 class RunOptions:
-    """How a run draws, executes, judges and records cases."""
+    """How a run draws, executes, judges and records cases. Every field is checked when it is made (also by
+    `with_` and `tdiff.verify(kernel, **changes)`): a field a flag sets by the flag's entry in the options table
+    (`tdiff.core.option_table.OPTIONS`), with the flag's message, e.g. `RunOptions(isolation="proces")` raises
+    `ValueError: RunOptions.isolation (--tdiff-isolation) must be process or none, not 'proces'`."""
 
     # None: compiled and interpreter with a GPU, the interpreter without
     backends: tuple[BackendSpec, ...] | None = None
@@ -110,9 +128,29 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.backends is not None:  # as users write them (strings) or parsed: held as specs from here on
-            object.__setattr__(self, "backends", parse_all(self.backends))
+            name = python_name(BY_FIELD["backends"])
+            if isinstance(self.backends, (str, BackendSpec)) or not self.backends:
+                raise ValueError(f"{name} must be a tuple of backends (e.g. (\"compiled\", \"interpreter\")) or "
+                                 f"None, not {self.backends!r}")
+            try:
+                object.__setattr__(self, "backends", parse_all(self.backends))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        optional = _optional_fields()
+        for option in (*BY_FIELD.values(), *UNFLAGGED):
+            value = getattr(self, option.field)
+            if value is None and option.field in optional:
+                continue
+            option.validate(value, python_name(option) if option.field in BY_FIELD else f"RunOptions.{option.field}")
+        if self.corpus_more is not None:
+            if isinstance(self.corpus_more, (str, os.PathLike)):
+                raise ValueError(f"RunOptions.corpus_more must be a tuple of directories or None, "
+                                 f"not {self.corpus_more!r}")
+            for p in self.corpus_more:
+                path_or_none(p, "RunOptions.corpus_more: each")
 
     def with_(self, **changes: Any) -> RunOptions:
+        """A copy with `changes`, checked as a new one is."""
         return replace(self, **changes)
 
     def corpora(self) -> list[Path]:
@@ -128,6 +166,13 @@ class RunOptions:
             if Path(p).resolve() not in {q.resolve() for q in out}:
                 out.append(Path(p))
         return out
+
+
+@cache
+def _optional_fields() -> frozenset[str]:
+    """The fields of `RunOptions` that may be None (their type says `| None`)."""
+    hints = typing.get_type_hints(RunOptions)
+    return frozenset(f.name for f in fields(RunOptions) if type(None) in typing.get_args(hints[f.name]))
 
 
 def prepare_run_dir(run_dir: Path | None, *paths: Path | None) -> None:

@@ -368,16 +368,18 @@ def verify(kernel: Any, *, options: RunOptions | None = None, executor: Any = No
            **changes: Any) -> list[CheckResult]:
     """Run every check of `kernel`; raise `DivergenceError` (with the report) on a divergence.
 
-    Keyword arguments override `RunOptions` fields, e.g. `verify(k, max_examples=10, isolation="none")`.
+    Keyword arguments override `RunOptions` fields, e.g. `verify(k, max_examples=10, isolation="none")`; a bad
+    value raises `RunOptions`'s ValueError (that of the flag that sets the field) before anything runs.
     """
     if os.environ.get("TDIFF_WORKER"):
         raise RuntimeError("tdiff.verify ran inside a tdiff worker, which means it runs when the kernel's module "
                            "is imported; put it under `if __name__ == '__main__':` or in a test")
+    # (first: a bad option raises, as `RunOptions` checks it, before anything runs)
+    opts = (options or RunOptions()).with_(**changes) if changes else (options or RunOptions())
     checks = checks_of(kernel)
     if not checks:
         raise TypeError(f"{kernels.kernel_name(kernel) if kernels.is_kernel(kernel) else kernel!r} "
                         "has no @tdiff.check")
-    opts = (options or RunOptions()).with_(**changes) if changes else (options or RunOptions())
     runner = Runner(opts, executor)
     results = [runner.run_check(c) for c in checks]
     bad = [r for r in results if r.status in ("failed", "error")]

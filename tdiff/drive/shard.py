@@ -7,18 +7,9 @@ depends on, so every machine, Python and collection order puts each check in exa
 from __future__ import annotations
 
 import hashlib
-import re
 
-
-def parse(text: str) -> tuple[int, int]:
-    """`"K/N"` -> (K, N), 1 <= K <= N. Raises ValueError naming --tdiff-shard."""
-    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
-    if not m:
-        raise ValueError(f"--tdiff-shard must be K/N (this job's shard K of N, counted from 1), not {text!r}")
-    k, n = int(m.group(1)), int(m.group(2))
-    if n < 1 or not 1 <= k <= n:
-        raise ValueError(f"--tdiff-shard {text!r}: K must be between 1 and N (N at least 1)")
-    return k, n
+# `"K/N"` -> (K, N): parsed where the option's table checks it
+from ..core.option_table import parse_shard as parse  # noqa: F401
 
 
 def shard_of(check_id: str, n: int) -> int:

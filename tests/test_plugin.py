@@ -45,7 +45,8 @@ KERNELS = textwrap.dedent('''
 
 @pytest.fixture
 def project(pytester):
-    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5)
+    # (no boundary plan: these tests count cases and read the output, the plan is tests/test_plan.py's)
+    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0)
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     return pytester
 

@@ -39,3 +39,33 @@ def test_a_tree_sum_in_float16_accumulates_its_own_rounding():
     assert len(set(sums)) > 1  # and it differs from run to run
     chain = Rounder(1).chain_sum(np.ones((5, 2), np.float32), 0)
     assert chain.shape == (5, 2) and np.allclose(chain[:, 0], [1, 2, 3, 4, 5], rtol=1e-6)
+
+
+def _atomic_sum(spec, x):
+    import tdiff
+    from tdiff.core.case import Case
+    from tdiff.execute.interpreter.backend import InterpreterBackend
+    from tdiff.judge.targets import view
+    from tdiff.strategies import tensor_arg
+    import suites.semantics.atomics_random as A
+
+    chk = next(iter(tdiff.checks_of(A.float_atomics)))
+    case = Case({"x": tensor_arg(x)})
+    return view(InterpreterBackend(spec).run(chk, case), case).targets["returned"].values
+
+
+def test_a_float_atomic_add_rounds_at_random_in_an_ensemble_run():
+    # an accumulation through atomics rounds once per add: the ensemble must see it (a CPU soak seed judged a
+    # sequential sum of 188 values a bug where only its rounding differed), the plain run stays IEEE and in order
+    import torch
+
+    from tdiff.core.backend_spec import BackendSpec
+
+    x = torch.from_numpy(np.random.default_rng(3).uniform(-1e3, 1e3, 188).astype(np.float32))
+    plain = _atomic_sum(BackendSpec("interpreter"), x)
+    again = _atomic_sum(BackendSpec("interpreter"), x)
+    runs = [_atomic_sum(BackendSpec("interpreter", rounding=k), x) for k in (1, 2, 3)]
+    assert plain[0] == again[0]
+    assert any(r[0] != plain[0] for r in runs)  # the sum moved under random rounding
+    assert all(abs(r[0] - plain[0]) <= 188 * 2.0**-23 * np.abs(x.numpy()).sum() for r in runs)
+    assert all(r[1] == plain[1] and r[2] == plain[2] for r in runs)  # max and min are exact

@@ -154,6 +154,15 @@ def install(rounder: Rounder, put: Callable[[object, str, Any], None], builder: 
     put(_interp.ReduceOps, "sum", ssum)
     if original_cumsum is not None:
         put(_interp.ScanOps, "cumsum", scumsum)
+    rmw = getattr(builder, "create_atomic_rmw", None)
+    if rmw is not None:
+        def create_atomic_rmw(op: Any, ptr: Any, val: Any, mask: Any, *rest: Any, **kw: Any) -> Any:
+            data = np.asarray(val.data)
+            if str(op).rsplit(".", 1)[-1].upper() != "FADD" or data.dtype not in (np.float32, np.float64, np.float16):
+                return rmw(op, ptr, val, mask, *rest, **kw)
+            return rounded_fadd(rounder, ptr, val, None if mask is None else np.asarray(mask.data, bool))
+
+        put(builder, "create_atomic_rmw", create_atomic_rmw)
     dot = getattr(builder, "create_dot", None)
     if dot is not None:
         def create_dot(a: Any, b: Any, d: Any, *rest: Any, **kw: Any) -> Any:
@@ -164,6 +173,36 @@ def install(rounder: Rounder, put: Callable[[object, str, Any], None], builder: 
             return _interp.TensorHandle(rounder.keep(rounder.dot(av, bv, np.asarray(dv))), out.dtype)
 
         put(builder, "create_dot", create_dot)
+
+
+def rounded_fadd(rounder: Rounder, ptr: Any, val: Any, mask: np.ndarray | None) -> Any:
+    """A float `tl.atomic_add` done lane by lane in order, each sum rounded at random (an accumulation through
+    atomics rounds once per add, as a sum does); returns the old values, as the atomic does."""
+    from triton.runtime import interpreter as _interp
+
+    addrs = np.asarray(ptr.data)
+    vals = np.broadcast_to(np.asarray(val.data), addrs.shape)
+    dt = vals.dtype
+    m = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(mask, addrs.shape)
+    flat_a, flat_v, flat_m = addrs.reshape(-1), vals.reshape(-1), m.reshape(-1)
+    old = np.zeros(flat_a.shape, dt)
+    lanes = np.flatnonzero(flat_m)
+    if np.unique(flat_a[lanes]).size == lanes.size:  # each lane its own address: one add each, all at once
+        at, on = flat_a[lanes], np.ones(lanes.size, bool)
+        cur = _interp._interpreter.load(at, on, np.zeros(lanes.size, dt), dt)
+        old[lanes] = cur
+        with np.errstate(all="ignore"):
+            _interp._interpreter.store(at, rounder.perturb((cur + flat_v[lanes]).astype(dt)), on)
+        return _interp.TensorHandle(old.reshape(addrs.shape), val.dtype.scalar)
+    one_mask = np.ones(1, bool)
+    for i in lanes:
+        at = flat_a[i : i + 1]
+        cur = _interp._interpreter.load(at, one_mask, np.zeros(1, dt), dt)
+        old[i] = cur[0]
+        with np.errstate(all="ignore"):
+            new = rounder.perturb((cur + flat_v[i : i + 1]).astype(dt))
+        _interp._interpreter.store(at, new, one_mask)
+    return _interp.TensorHandle(old.reshape(addrs.shape), val.dtype.scalar)
 
 
 def _rounded(fn: Callable, rounder: Rounder) -> Callable:

@@ -42,12 +42,12 @@ def test_a_tree_sum_in_float16_accumulates_its_own_rounding():
 
 
 def _atomic_sum(spec, x):
+    import suites.semantics.atomics_random as A
     import tdiff
     from tdiff.core.case import Case
     from tdiff.execute.interpreter.backend import InterpreterBackend
     from tdiff.judge.targets import view
     from tdiff.strategies import tensor_arg
-    import suites.semantics.atomics_random as A
 
     chk = next(iter(tdiff.checks_of(A.float_atomics)))
     case = Case({"x": tensor_arg(x)})

@@ -22,7 +22,14 @@ from ..core.tolerance import Tolerance
 from . import carried
 from .closeness import close, closeness, describe_values, value_mismatch
 from .comparison import Comparison, Forgiven, Mismatch
-from .edges import _range_edge, describe_infinite_nan, describe_narrowing, float_input_magnitudes, narrowing
+from .edges import (
+    _range_edge,
+    bottom_edge,
+    describe_infinite_nan,
+    describe_narrowing,
+    float_input_magnitudes,
+    narrowing,
+)
 from .modelled import MODELLED
 from .rules import Rules, TargetRule
 from .sensitivity import FRAGILE, SCALE, weigh
@@ -160,6 +167,7 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
     if ta.dtype.is_float and not tol.exact:
         bad, pending, infinite, flags = _range_edge(path, va, vb, bad, ta.dtype, case, rules, guide, cmp, tol, scale)
         bad, waiting_model = _nonfinite(path, va, vb, bad, rules, cmp, tol, scale, guide)
+        bad = bottom_edge(path, va, vb, bad, ta.dtype, guide, cmp)
         if not bad.any():
             return
         infinite &= bad

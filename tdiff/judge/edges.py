@@ -160,6 +160,33 @@ def _at_float32_limits(case: Case) -> bool:
     return found
 
 
+#: how many of float32's smallest normal values (1.18e-38) from zero count as the bottom of the range
+BOTTOM_TINIES = 4
+#: a Forgiven's `why` for the bottom of the range
+UNDERFLOW_EDGE = "underflow-edge"
+
+
+def bottom_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: dtypes.DType,
+                guide: Target | None, cmp: Comparison) -> np.ndarray:
+    """Let pass the elements whose two values both lie within `BOTTOM_TINIES` of float32's smallest normal values
+    of zero (or of the dtype's, if smaller) where the interpreter's dataflow saw a value on their way leave the
+    normal range (`Target.overflow`, which an underflow feeds): a product that fell to a few subnormal steps and was
+    scaled back up is off by a step times the scale, about the values' own size there (a gradient of 1.7e-38
+    computed as -3.1e-38). A float16 output never gets there (its values of 1e-4 are not the bottom of float32).
+    Counted as the caveat `range-edge (underflow)`; the mismatches left."""
+    if guide is None or guide.overflow is None or guide.overflow.shape != bad.shape or not dt.is_float:
+        return bad
+    bottom = BOTTOM_TINIES * min(float(dt.tiny), float(dtypes.dtype("float32").tiny))
+    with np.errstate(invalid="ignore"):
+        small = np.isfinite(va) & np.isfinite(vb) & (np.abs(va) <= bottom) & (np.abs(vb) <= bottom)
+    hit = bad & small & guide.overflow
+    if not hit.any():
+        return bad
+    j = tuple(int(v) for v in np.argwhere(hit)[0]) if hit.ndim else ()
+    cmp.forgiven.append(Forgiven(path, int(hit.sum()), (j, float(va[j]), float(vb[j])), why=UNDERFLOW_EDGE))
+    return bad & ~hit
+
+
 def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,
                   exact: Target | None) -> np.ndarray:
     """Elements where a side is NaN and the reference (or the float64 run) gives an infinity, the

@@ -31,7 +31,7 @@ from ..core.backend_spec import COMPILE_ONLY, Role
 from ..core.outcome import Outcome
 from ..core.rerun import AGAIN, ALT_UNSPECIFIED, FLOAT64_RUN, REFERENCE_RUN, REVERSED, SHUFFLED, ZERO_FILL, Rerun
 from ..core.tolerance import Tolerance
-from . import carried, findings, integrity, modelled, sensitivity
+from . import carried, edges, findings, integrity, modelled, sensitivity
 from .classify import DISCARD, FAIL, describe_discard
 from .closeness import value_mismatch
 from .compare import coarse_scale
@@ -170,6 +170,11 @@ def _forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
                 f"{f.spread:.3g} there, over {f.measured} runs of the case whose stores move each value the kernel "
                 f"computed by {sensitivity.LOADED_ROUNDINGS:g} float32 roundings of the largest input its program "
                 "loaded: not failed")
+    if f.why == edges.UNDERFLOW_EDGE:
+        return ("range-edge (underflow)",
+                f"{head} differ within {edges.BOTTOM_TINIES} of float32's smallest normal values of zero (e.g. at {j}: "
+                f"{x:.6g} vs {y:.6g}), where a value on their way fell below the normal range: float32 arithmetic "
+                "keeps nothing finer there; not failed")
     if f.why == modelled.MODELLED:
         return ("GPU arithmetic (NaN/inf)",
                 f"{head} differ in a NaN or an infinity (e.g. at {j}: {x:.6g} vs {y:.6g}) that the kernel's own "

@@ -14,7 +14,8 @@ OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_bu
 
 
 def verdict(kernel, final=True, **inputs):
-    check = kernel.__tdiff_checks__[0]
+    """The final verdict on one case of `kernel`'s first check (or of a check given itself)."""
+    check = kernel.__tdiff_checks__[0] if hasattr(kernel, "__tdiff_checks__") else kernel
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
     judge = runner.judge(check, runner.new_result(check))
     return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=final)
@@ -74,19 +75,13 @@ def _check(kernel, name):
     return next(c for c in kernel.__tdiff_checks__ if c.name == name)
 
 
-def _verdict_of(check, **inputs):
-    runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
-    return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=True)
-
-
 # x * y = 2.03e-45 rounds to one subnormal step (1.4e-45), times 2e7: 2.8e-38 where the exact product is 4.06e-38
 # (a soak seed: liger's large-vocabulary cross entropy wrote gradients of -3.1e-38 where the reference gives 1.7e-38)
 BOTTOM = dict(x=torch.tensor([2.9e-23, 1.0]), y=torch.tensor([7e-23, 2.0]), z=torch.tensor([2e7, 3.0]))
 
 
 def test_values_at_the_bottom_of_the_range_after_an_underflow_pass_with_the_caveat():
-    v, _ = _verdict_of(_check(F.product3, "product"), **BOTTOM)
+    v, _ = verdict(_check(F.product3, "product"), **BOTTOM)
     assert not v.failed, v
     said = [t for k, t in v.notes if k == "range-edge (underflow)"]
     assert said and "within 4 of float32's smallest normal values of zero" in said[0], v.notes
@@ -94,8 +89,8 @@ def test_values_at_the_bottom_of_the_range_after_an_underflow_pass_with_the_cave
 
 def test_a_wrong_sign_at_the_bottom_fails_where_nothing_underflowed():
     # the same bottom values without an underflow on their way: x * y * z of normal factors, negated
-    v, _ = _verdict_of(_check(F.product3, "negated"), x=torch.tensor([1e-19, 1.0]), y=torch.tensor([1e-19, 2.0]),
+    v, _ = verdict(_check(F.product3, "negated"), x=torch.tensor([1e-19, 1.0]), y=torch.tensor([1e-19, 2.0]),
                        z=torch.tensor([3e-1, 3.0]))
     assert v.failed, v
-    v, _ = _verdict_of(_check(F.product3, "negated"), **BOTTOM)
+    v, _ = verdict(_check(F.product3, "negated"), **BOTTOM)
     assert v.failed, v  # (the second element, 6 against -6, is no bottom value)

@@ -164,23 +164,6 @@ def test_a_modelled_run_sums_a_block_in_halves_as_the_warp_shuffles_do():
     chk = check(G.row_sum, "compiled")
     plain = InterpreterBackend().run(chk, case)
     gpu = InterpreterBackend(GPU).run(chk, case)
-    assert view(plain, case).targets["returned"].values[0] == np.float32(BIG)  # left to right: 0 + BIG
-    assert view(gpu, case).targets["returned"].values[0] == np.inf  # (BIG + BIG) + (-BIG + 0)
+    assert view(plain, case).targets["returned"].values[0] == np.float32(np.float32(BIG) * np.float32(1e-30))
+    assert view(gpu, case).targets["returned"].values[0] == np.inf  # (BIG + BIG) + (-BIG + 0): inf, * 1e-30
     assert "reduction order" in gpu.trace.modelled and not plain.trace.modelled
-
-
-@pytest.mark.triton_matrix
-def test_a_sum_that_overflows_only_in_the_gpus_order_passes_with_the_caveat():
-    # liger's LayerNorm forward on the H200 at a random seed: the row's sum overflowed compiled, not interpreted
-    v, ev = verdict(check(G.row_sum, "compiled"), x=torch.tensor([BIG, -BIG, BIG, 0.0]))
-    assert not v.failed, v
-    said = " ".join(notes(v))
-    assert "reduction order" in said and "gives inf" in said, said
-
-
-@pytest.mark.triton_matrix
-def test_an_infinity_no_summation_order_gives_the_reference_still_fails():
-    # the first element added twice: every order overflows, the reference's sum is finite
-    v, ev = verdict(check(G.row_sum_first_twice, "compiled"), x=torch.tensor([BIG, -BIG, BIG, 0.0]))
-    assert v.failed, v
-    assert modelled_runs(ev) == list(range(7)) and not notes(v)

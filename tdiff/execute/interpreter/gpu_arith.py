@@ -11,7 +11,9 @@ GPUs, where that differs from numpy's IEEE arithmetic (`interpreter:gpu`, a mode
 - A block's sum pairs lanes half a block apart (the warp shuffles' butterfly: `x[i] + x[i + n/2]`, then again),
   not numpy's left-to-right order, so values near the range's end can overflow in one order and not the other
   (`[big, -big, big, 0]`: finite left to right, inf in halves). The run rounded to nearest and every second run
-  rounded at random sum in halves; the others keep the random rounding's tree of neighbours.
+  rounded at random sum in halves; the others keep the random rounding's tree of neighbours. (An overflow from
+  inputs at float32's limits passes as the range edge anyway; the order matters to a NaN or an infinity the
+  GPU's sums make of other values.)
 - The math functions flush subnormals: their subnormal operands and results are zeros of the same sign (Triton's
   libdevice calls are compiled with flush-to-zero; `ex2.approx.ftz`, `rsqrt.approx.ftz`, `sqrt.approx.ftz`), and
   float32 `exp(x)` is `ex2.approx(x * log2(e))`, the product rounded to float32 first.

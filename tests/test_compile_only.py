@@ -138,7 +138,8 @@ def test_the_pipeline_stops_after_ttgir_and_triton_caches_no_kernel_without_its_
     assert outcome.error is None and outcome.compiles == 1
     assert lowered == []  # (LLVM IR, PTX and the cubin are two thirds of a compile: README)
     cached = [p.name for p in (tmp_path / "triton-cache").rglob("*") if p.is_file()]
-    assert cached and all(not n.endswith((".cubin", ".json")) for n in cached), cached  # (a mark, no kernel)
+    # (no kernel: at most a mark, which Triton 3.4 does not write)
+    assert all(not n.endswith((".cubin", ".json")) for n in cached), cached
 
 
 def _outcome(spec, error=None):

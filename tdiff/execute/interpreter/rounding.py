@@ -180,29 +180,11 @@ def rounded_fadd(rounder: Rounder, ptr: Any, val: Any, mask: np.ndarray | None) 
     atomics rounds once per add, as a sum does); returns the old values, as the atomic does."""
     from triton.runtime import interpreter as _interp
 
-    addrs = np.asarray(ptr.data)
-    vals = np.broadcast_to(np.asarray(val.data), addrs.shape)
-    dt = vals.dtype
-    m = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(mask, addrs.shape)
-    flat_a, flat_v, flat_m = addrs.reshape(-1), vals.reshape(-1), m.reshape(-1)
-    old = np.zeros(flat_a.shape, dt)
-    lanes = np.flatnonzero(flat_m)
-    if np.unique(flat_a[lanes]).size == lanes.size:  # each lane its own address: one add each, all at once
-        at, on = flat_a[lanes], np.ones(lanes.size, bool)
-        cur = _interp._interpreter.load(at, on, np.zeros(lanes.size, dt), dt)
-        old[lanes] = cur
-        with np.errstate(all="ignore"):
-            _interp._interpreter.store(at, rounder.perturb((cur + flat_v[lanes]).astype(dt)), on)
-        return _interp.TensorHandle(old.reshape(addrs.shape), val.dtype.scalar)
-    one_mask = np.ones(1, bool)
-    for i in lanes:
-        at = flat_a[i : i + 1]
-        cur = _interp._interpreter.load(at, one_mask, np.zeros(1, dt), dt)
-        old[i] = cur[0]
-        with np.errstate(all="ignore"):
-            new = rounder.perturb((cur + flat_v[i : i + 1]).astype(dt))
-        _interp._interpreter.store(at, new, one_mask)
-    return _interp.TensorHandle(old.reshape(addrs.shape), val.dtype.scalar)
+    from .shims import rmw_in_order
+
+    dt = np.asarray(val.data).dtype
+    old = rmw_in_order(ptr, val, mask, dt, lambda cur, v: rounder.perturb((cur + v).astype(dt)))
+    return _interp.TensorHandle(old, val.dtype.scalar)
 
 
 def _rounded(fn: Callable, rounder: Rounder) -> Callable:

@@ -251,27 +251,38 @@ def bf16_reduce(reduce: Callable[[tuple], tuple], inputs: tuple, used: Counter) 
 
 # ------------------------------------------------------------------ bf16 atomics
 
-def bf16_atomic(op: str, ptr: TensorHandle, val: TensorHandle, mask: np.ndarray | None,
-                used: Counter) -> TensorHandle:
-    """A bf16 atomic read-modify-write done in order, lane by lane, on the values."""
+def rmw_in_order(ptr: TensorHandle, val: TensorHandle, mask: np.ndarray | None, carrier: np.dtype,
+                 new: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """An atomic read-modify-write done on the values, lane by lane in order (all lanes at once where each owns its
+    address): `new(current, operand)` gives what each lane stores, in `carrier`; returns the old values."""
     from triton.runtime.interpreter import _interpreter
 
-    used[BF16_ATOMICS] += 1
     addrs = np.asarray(ptr.data)
     m = np.ones(addrs.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), addrs.shape)
     vals = np.broadcast_to(np.asarray(val.data), addrs.shape)
     flat_a, flat_m, flat_v = addrs.reshape(-1), m.reshape(-1), vals.reshape(-1)
-    old = np.zeros(flat_a.shape, np.uint16)
-    for i in np.flatnonzero(flat_m):
-        one = flat_a[i : i + 1]
-        cur = _interpreter.load(one, np.ones(1, bool), np.zeros(1, np.uint16), np.dtype(np.uint16))
-        old[i] = cur[0]
-        a, b = bf16_to_f32(cur), bf16_to_f32(flat_v[i : i + 1])
-        new = {"add": a + b, "fadd": a + b, "max": np.maximum(a, b), "min": np.minimum(a, b), "xchg": b}.get(op)
-        if new is None:
-            raise NotImplementedError(f"bf16 atomic {op} is not supported by tdiff's interpreter shim")
-        _interpreter.store(one, f32_to_bf16(new), np.ones(1, bool))
-    return TensorHandle(old.reshape(addrs.shape), tl.bfloat16)
+    old = np.zeros(flat_a.shape, carrier)
+    lanes = np.flatnonzero(flat_m)
+    groups = [lanes] if np.unique(flat_a[lanes]).size == lanes.size else [lanes[i : i + 1] for i in range(lanes.size)]
+    for at in groups:
+        on = np.ones(at.size, bool)
+        cur = _interpreter.load(flat_a[at], on, np.zeros(at.size, carrier), np.dtype(carrier))
+        old[at] = cur
+        with np.errstate(all="ignore"):
+            _interpreter.store(flat_a[at], new(cur, flat_v[at]), on)
+    return old.reshape(addrs.shape)
+
+
+def bf16_atomic(op: str, ptr: TensorHandle, val: TensorHandle, mask: np.ndarray | None,
+                used: Counter) -> TensorHandle:
+    """A bf16 atomic read-modify-write done in order, lane by lane, on the values."""
+    ops = {"add": np.add, "fadd": np.add, "max": np.maximum, "min": np.minimum, "xchg": lambda a, b: b}
+    if op not in ops:
+        raise NotImplementedError(f"bf16 atomic {op} is not supported by tdiff's interpreter shim")
+    used[BF16_ATOMICS] += 1
+    old = rmw_in_order(ptr, val, mask, np.dtype(np.uint16),
+                       lambda cur, v: f32_to_bf16(ops[op](bf16_to_f32(cur), bf16_to_f32(v))))
+    return TensorHandle(old, tl.bfloat16)
 
 
 def bf16_atomics(orig: dict[str, Callable], used: Counter) -> dict[str, Callable]:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .rounding import Rounder
+from .rounding import Rounder, pairwise_sum
 
 #: builder methods of math functions whose subnormal operands and results are flushed
 FLUSHED = ("create_exp", "create_exp2", "create_log", "create_log2", "create_sin", "create_cos", "create_sqrt",
@@ -69,26 +69,6 @@ def _precision(input_precision: Any) -> str:
         if name in text:
             return name
     return text
-
-
-def halving_sum(data: np.ndarray, axis: int, keepdims: bool,
-                rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x) -> np.ndarray:
-    """The sum along `axis` in `data`'s dtype as the warp shuffles add: padded with zeros to a power of two, the
-    first half plus the second, until one element is left, each partial sum passed through `rounded`."""
-    x = np.moveaxis(np.asarray(data), axis, -1)
-    n = x.shape[-1]
-    if n == 0:
-        out = np.zeros(x.shape[:-1], x.dtype)
-    else:
-        width = 1 << (n - 1).bit_length()
-        if width != n:
-            x = np.concatenate([x, np.zeros(x.shape[:-1] + (width - n,), x.dtype)], axis=-1)
-        while x.shape[-1] > 1:
-            half = x.shape[-1] // 2
-            with np.errstate(all="ignore"):
-                x = rounded((x[..., :half] + x[..., half:]).astype(data.dtype))
-        out = x[..., 0]
-    return np.expand_dims(out, axis) if keepdims else out
 
 
 class GpuArithmetic:
@@ -193,11 +173,11 @@ class GpuArithmetic:
             if data.dtype.kind != "f":
                 return below(op, input)
             if op.axis is None:
-                out = halving_sum(data.reshape(-1), 0, False, arith._round)
+                out = pairwise_sum(data.reshape(-1), 0, False, arith._round, halves=True)
                 if op.keep_dims:
                     out = out.reshape((1,) * data.ndim)
             else:
-                out = halving_sum(data, op.axis, op.keep_dims, arith._round)
+                out = pairwise_sum(data, op.axis, op.keep_dims, arith._round, halves=True)
             if arith.rounder is not None:
                 arith.rounder.keep(out)
             elif "reduction order" not in arith.used:

@@ -34,6 +34,30 @@ SAMPLE_OCCURRENCES = 4
 SAMPLE_ELEMENTS = 64
 
 
+def pairwise_sum(data: np.ndarray, axis: int, keepdims: bool, rounded: Callable[[np.ndarray], np.ndarray],
+                 halves: bool = False) -> np.ndarray:
+    """The sum along `axis` in `data`'s dtype as a balanced tree of pairwise additions, each partial sum passed
+    through `rounded`: neighbours paired (`x[0::2] + x[1::2]`, a level of odd length padded with one zero), or with
+    `halves` the first half plus the second (padded with zeros to a power of two first), as warp shuffles add."""
+    x = np.moveaxis(np.asarray(data), axis, -1)
+    n = x.shape[-1]
+    if n == 0:
+        out = np.zeros(x.shape[:-1], x.dtype)
+    else:
+        width = 1 << (n - 1).bit_length()
+        if halves and width != n:
+            x = np.concatenate([x, np.zeros(x.shape[:-1] + (width - n,), x.dtype)], axis=-1)
+        while x.shape[-1] > 1:
+            if x.shape[-1] % 2:
+                x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+            half = x.shape[-1] // 2
+            a, b = (x[..., :half], x[..., half:]) if halves else (x[..., 0::2], x[..., 1::2])
+            with np.errstate(all="ignore"):
+                x = rounded((a + b).astype(data.dtype))
+        out = x[..., 0]
+    return np.expand_dims(out, axis) if keepdims else out
+
+
 class Rounder:
     """Random rounding of one run: `k` (> 0) seeds it; the same k rounds the same way on every run. `samples`, when
     given, receives per source line (`file:line: code`) the values it computed, as (values, their ulps) in float64
@@ -82,18 +106,7 @@ class Rounder:
     def tree_sum(self, data: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
         """The sum along `axis` as a balanced tree of pairwise additions in `data`'s dtype, each partial sum
         rounded at random (how a reduction adds on the GPU, within a block)."""
-        x = np.moveaxis(np.asarray(data), axis, -1)
-        n = x.shape[-1]
-        if n == 0:
-            out = np.zeros(x.shape[:-1], x.dtype)
-        else:
-            while x.shape[-1] > 1:
-                if x.shape[-1] % 2:
-                    x = np.concatenate([x, np.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
-                with np.errstate(all="ignore"):
-                    x = self.perturb((x[..., 0::2] + x[..., 1::2]).astype(data.dtype))
-            out = x[..., 0]
-        return np.expand_dims(out, axis) if keepdims else out
+        return pairwise_sum(data, axis, keepdims, self.perturb)
 
     def chain_sum(self, data: np.ndarray, axis: int) -> np.ndarray:
         """The inclusive prefix sums along `axis`, each rounded at random (a scan)."""

@@ -214,3 +214,30 @@ def scaled_tanh_flushed(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     t = x * 1e-30
     t = tl.where(tl.abs(t) < 1.1754943508222875e-38, 0.0, t)
     tl.store(y_ptr + offs, libdevice.tanh(t) * 1e25, mask=offs < n)
+
+
+def _hit_launch(kernel, x, y):
+    out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    kernel[(x.shape[0],)](x, y, out, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return out
+
+
+@tdiff.check(launch=_hit_launch, reference=lambda x, y: ((30 * torch.tanh(x.double() / 30)).argmax(-1) == y).float(),
+             x=tst.tensors(shape=(1, 2), layouts=["contiguous"]),
+             y=tst.tensors(shape=(1,), dtype="int64", values=tst.values(0, 1)))
+@triton.jit
+def softcap_hit_flushed(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """liger's token accuracy after soft-capping: 1.0 where the row's first largest capped logit is at its target,
+    decided by a Python `if` on that index (the value stored is a constant); the tanh's subnormal operand flushed to
+    zero, as Triton's compiled libdevice `tanh` does (written out, so that the interpreter gives what a GPU gives)."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + offs, mask=offs < n, other=float("-inf"))
+    t = x / 30.0
+    t = tl.where(tl.abs(t) < 1.1754943508222875e-38, 0.0, t)
+    x = 30.0 * libdevice.tanh(t)
+    top = tl.max(x, axis=0)
+    idx = tl.min(tl.where(x == top, offs, BLOCK), axis=0)
+    hit = 1.0 if idx == tl.load(y_ptr + row) else 0.0
+    tl.store(out_ptr + row, hit)
+

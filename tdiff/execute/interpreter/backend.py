@@ -114,6 +114,7 @@ def _one_by_one(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[
         for p in programs:
             s.program = p
             s.edge = s.loaded = 0.0
+            s.swayed = False
             builder.set_grid_idx(*p)
             try:
                 run_fn(**args_cvt)
@@ -215,6 +216,7 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                 s.batch = np.array([linear(p, g) for p in chunk], dtype=np.int32)
                 s.program = chunk[0]
                 s.edge, s.loaded = np.zeros(n), np.zeros(n)  # type: ignore[assignment]
+                s.swayed = np.zeros(n, bool)
                 builder.set_grid_idx(*chunk[0])
                 before = Counter(s.trace.shims)
                 s.trace.shims.batch = n  # type: ignore[attr-defined]  # (shims counted per program read it)
@@ -240,6 +242,7 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
     finally:
         s.batch = s.coords = None
         s.edge = s.loaded = 0.0
+        s.swayed = False
     return None, None
 
 

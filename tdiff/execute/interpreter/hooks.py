@@ -115,6 +115,17 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
             put(mod, "range", batched.loop_range)  # (tl.static_range stays Python's: its bounds are constexprs)
         put(_interp.ReduceScanOpInterface, "to_tensor", batched.to_tensor_for(_interp.ReduceScanOpInterface.to_tensor))
 
+    # 0b. a branch on a fragile value (`1.0 if argmax == y else 0.0`): what the program stores after it is fragile
+    below_bool = tl.core.tensor.__bool__
+
+    def __bool__(self: Any) -> bool:
+        decided = fragile.fragile_of(getattr(self, "handle", None))
+        if decided is not None and decided.any():
+            session.sway(decided)
+        return below_bool(self)
+
+    put(tl.core.tensor, "__bool__", __bool__)
+
     # 1. shims: what the compiler accepts and the stock interpreter does not (a reproducer installs the same)
     shims.install_builder(builder, put, trace.shims, poison=session.options.poison)
     shims.install_reductions(_interp, put, trace.shims)
@@ -330,7 +341,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             addrs = ptrs.data.astype(np.uint64, copy=False)
             memory.store(session.pid, addrs, full_mask(m, addrs.shape), fit(dataflow.mag_of(value), addrs.shape),
                          fit(dataflow.ovf_of(value), addrs.shape), session.edge, eps=dataflow.eps_of(value),
-                         loaded=session.loaded, fragile=fit(fragile.fragile_of(value), addrs.shape))
+                         loaded=session.loaded, fragile=_decided(session, value, addrs.shape))
         return store(ptrs, value, mask, *rest, **kw)
 
     def create_atomic_rmw(op, ptr, val, mask, *rest, **kw):
@@ -369,7 +380,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             memory.store(session.pid, addrs, full_mask(m, addrs.shape), fit(mag, addrs.shape), ovf,
                          session.edge, atomic=True, eps=max(dataflow.eps_of(val), dataflow.type_eps(val.dtype.scalar))
                          if dataflow.is_float(val) else 0.0, loaded=session.loaded,
-                         fragile=fit(fragile.fragile_of(val), addrs.shape))
+                         fragile=_decided(session, val, addrs.shape))
         return old
 
     def create_atomic_cas(ptr, cmp, val, *rest, **kw):
@@ -465,6 +476,16 @@ def _follow_reduction(session: Session, ins: tuple, outs: tuple, axis: Any, keep
         for o in outs:
             fragile.extreme_fragile(ins[0], o, axis, keep_dims, extreme == "max",
                                     session.close_allowance(ins[0].handle))
+
+
+def _decided(session: Session, value: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where a stored value is fragile: decided by a comparison within tolerance, or stored after a branch on
+    one (`Session.sway`)."""
+    own = fit(fragile.fragile_of(value), shape)
+    swayed = session.swayed_lanes(shape)
+    if swayed is None:
+        return own
+    return swayed if own is None else own | swayed
 
 
 def _keep_shadows(new: Any, old: Any) -> None:

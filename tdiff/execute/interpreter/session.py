@@ -99,6 +99,9 @@ class Session:
     edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a
     # value it computed came to its dtype's limit (dataflow.near_limit)
     loaded: float = 0.0  # the running program's largest finite loaded magnitude
+    # the running program took a branch (a Python `if` or `while` on a scalar tensor) on a fragile value: whatever it
+    # stores after may differ on another backend (`fragile`); in a batch, an array over its programs
+    swayed: bool | np.ndarray = False
     above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
     other: undefined.OtherGiven = field(default_factory=undefined.OtherGiven)  # the load being built got other=
     # while a batch of programs runs (`batched`): their linear ids in launch order; `edge` and `loaded` are then
@@ -123,6 +126,26 @@ class Session:
             self.edge = max(self.edge, 1.0)
         else:
             self.edge = np.maximum(self.edge, np.where(self.owners(lanes), 1.0, 0.0))
+
+    def sway(self, lanes: np.ndarray) -> None:
+        """The running program (in a batch: the programs owning a true lane of `lanes`) branched on a value decided
+        by a comparison within tolerance (`fragile`): what it stores from now on is fragile too."""
+        if self.batch is None:
+            self.swayed = True
+        else:
+            self.swayed = np.asarray(self.swayed, bool) | self.owners(lanes)
+
+    def swayed_lanes(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The lanes of an access of `shape` that a fragile branch of their program decided (None: none)."""
+        swayed = np.asarray(self.swayed, bool)
+        if not swayed.any():
+            return None
+        if self.batch is None or swayed.ndim == 0:
+            return np.ones(shape, bool)
+        n = len(self.batch)
+        if len(shape) >= 1 and shape[0] == n:
+            return np.broadcast_to(swayed.reshape((n,) + (1,) * (len(shape) - 1)), shape).copy()
+        return np.ones(shape, bool)
 
     def left_range(self, lanes: np.ndarray, how: str) -> None:
         """A value left its dtype's range in `lanes` (`how`: "overflow" or "underflow") at the user's line running

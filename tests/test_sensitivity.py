@@ -4,6 +4,7 @@ measured sensitivity (the float64 reference over inputs perturbed by one roundin
 range edge forgives only results whose exact value does not fit the output's dtype. CPU only."""
 
 import numpy as np
+import pytest
 import torch
 
 import tdiff
@@ -432,3 +433,48 @@ def test_a_zero_dimensional_result_is_measured_as_the_one_element_it_is_compared
     got = sensitivity.spread_in(m, "returned", dtypes.dtype("float16"), (1,))
     assert got is not None and got.shape == (1,) and got[0] == 0.5
     assert sensitivity.spread_in(m, "returned", dtypes.dtype("float16"), (2,)) is None  # (another target's shape)
+
+
+def test_a_value_stored_after_a_branch_on_a_near_tie_is_measured_and_fails_without_the_branch_flag(monkeypatch):
+    # liger's token accuracy on an H200 (a soak seed): capped logits [0, 30 * tanh(FLT_MIN / 30)], the tanh's
+    # subnormal operand flushed on the GPU: a tie, index 0, accuracy 1, where the float64 reference's index is 1. The
+    # kernel stores a constant chosen by `1.0 if idx == y else 0.0`: the branch on a fragile index makes the store
+    # fragile (`Session.sway`), so the float32 computation whose math functions flush subnormals decides it
+    from tdiff.execute.interpreter.session import Session
+
+    x, y = torch.tensor([[0.0, 1.1754943508222875e-38]]), torch.tensor([0])
+    v, _ = verdict(S.softcap_hit_flushed, x=x, y=y)
+    assert v.label == V.PASSED, text(v)
+    (note,) = [t for k, t in v.notes if k == "float32 computation"]
+    assert "flush subnormals to zero" in note and "1 at (0,): 1 vs 0" in note, note
+    monkeypatch.setattr(Session, "sway", lambda self, lanes: None)
+    v, _ = verdict(S.softcap_hit_flushed, x=x, y=y)
+    assert v.failed, text(v)
+
+
+
+def test_the_first_float32_run_computes_the_case_itself_so_a_rounding_one_ulp_moves_is_measured(monkeypatch):
+    # liger's sparsemax forward on an H200 (a soak seed): a row [-31.457811, -2^23] keeps one value, tau = x0 - 1
+    # rounds to even in float32 (x0 - 1 crosses into [32, 64)), and y = x0 - tau is 1 - 2^-19 where the float64
+    # reference gives 1 whatever x0. A float32 computation of the reference rounds the same way on the case's own
+    # inputs; on inputs moved by one ulp (every other float32 run) x0 - 1 is exact. The first run, unmoved, measures it
+    sparsemax = pytest.importorskip("suites.liger.sparsemax")
+    x = torch.zeros(2, 5, 2)
+    x[0, 3] = torch.tensor([-8388608.0, -31.45781135559082])
+    case = Case({"x": tensor_arg(x), "dim": -1})
+    first = sensitivity.perturbed_case(case, sensitivity.PERTURBATIONS + 1)
+    assert np.array_equal(first.inputs["x"].storage, case.inputs["x"].storage)
+    moved = sensitivity.perturbed_case(case, sensitivity.PERTURBATIONS + 2).inputs["x"].storage
+    assert (moved != case.inputs["x"].storage)[np.asarray(case.inputs["x"].storage) != 0].all()
+    (check,) = [c for c in sparsemax.lib._sparsemax_forward_kernel.__tdiff_checks__ if c.name == "forward"]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+
+    def judged():
+        return runner.judge(check, runner.new_result(check)).verdict(case)[0]
+
+    v = judged()
+    assert v.label == V.PASSED, text(v)
+    (note,) = [t for k, t in v.notes if k == "float32 computation"]
+    assert "(0, 3, 1): 0.999998 vs 1" in note, note
+    monkeypatch.setattr(sensitivity, "unmoved", lambda k: False)  # every float32 run on moved inputs, as before
+    assert judged().failed

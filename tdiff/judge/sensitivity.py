@@ -12,8 +12,9 @@ computed from a flagged one, so on its own it would forgive whatever lies downst
 operations, so it would forgive any unstable algorithm), `spread` what the problem allows at the declared precision,
 measured on the case: the largest change of the check's reference, run in float64, when every floating input element
 x becomes x * (1 +- u) (u the unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws); and
-`ACCUMULATION` times the distance from the float64 result of the reference computed at float32 on inputs moved by
-one ulp (`NATIVE` draws, its own float64 arithmetic in float32: `reference:fp32`), the rounding any float32
+`ACCUMULATION` times the distance from the float64 result of the reference computed at float32 on the case's own
+inputs and on inputs moved by one ulp (`NATIVE` runs, the first unmoved; its own float64 arithmetic in float32:
+`reference:fp32`), the rounding any float32
 computation of the problem carries where the problem itself is insensitive (the rounding of a LayerNorm's mean
 moves a row [a, a + d] by about u * |a| / d, although the exact result is +-1 whatever d). `MARGIN` times: each side
 may be off by it. For outputs compared exactly (indices, integers) the factor is 1: the kernel may give any value
@@ -46,9 +47,10 @@ from .targets import view
 
 #: random perturbations of the inputs (besides the unperturbed float64 run)
 PERTURBATIONS = 6
-#: ... and runs of the reference at the case's own precision on inputs each moved by one ulp in their own dtype
-#: (k = PERTURBATIONS + 1 ...), its float64 arithmetic in float32 (`reference:fp32`): the rounding any computation
-#: of the problem at this precision carries, where the problem itself is insensitive (a divergence of two equal
+#: ... and runs of the reference at the case's own precision (k = PERTURBATIONS + 1 ...), the first on the case's
+#: own inputs, the others on inputs each moved by one ulp in their own dtype, its float64 arithmetic in float32
+#: (`reference:fp32`): the rounding any computation of the problem at this precision carries, where the problem
+#: itself is insensitive (a divergence of two equal
 #: distributions is 0 whatever the inputs; a float32 computation of it still rounds its terms; a LayerNorm of a row
 #: [a, a + d] is +-1 whatever d, and float32's rounding of its mean moves it by about u * |a| / d)
 NATIVE = 4
@@ -208,16 +210,26 @@ def _nudge(arg: TensorArg, k: int, index: int) -> TensorArg:
     return TensorArg(arg.dtype, arg.shape, arg.strides, arg.offset, moved, arg.layout, arg.tags)
 
 
+def unmoved(k: int) -> bool:
+    """Whether the k-th perturbed run computes the case's own inputs at their precision: the first float32 run (a
+    rounding that one ulp of the inputs changes, a tie to even in `s - 1`, is in no run on moved inputs)."""
+    return k == PERTURBATIONS + 1
+
+
 def perturbed_case(case: Case, k: int) -> Case:
     """The case with every floating tensor input perturbed by one rounding at its own precision (k>0): in float64
     for the reference's float64 run `Rerun(PERTURBED, k=k)`, or, for `native(k)`, by one ulp in its own dtype for
-    the reference's run at the case's precision. Other inputs (integers, scalars) are unchanged."""
+    the reference's run at the case's precision (the first such run unmoved: the case itself computed in float32).
+    Other inputs (integers, scalars) are unchanged."""
     inputs = {}
     for i, (name, value) in enumerate(case.inputs.items()):
         if isinstance(value, TensorArg) and value.dt.is_float:
             # (a faithful pair's two runs share their inputs, the first's: they round the same values opposite ways)
             first = k - 1 if faithful(k) and faithful(k) % 2 == 0 else k
-            value = _nudge(value, first, i) if native(k) else _perturb(value, k, i)
+            if not native(k):
+                value = _perturb(value, k, i)
+            elif not unmoved(k):
+                value = _nudge(value, first, i)
         inputs[name] = value
     return Case(inputs, case.config, case.dims)
 

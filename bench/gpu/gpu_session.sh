@@ -290,6 +290,16 @@ step_soak() {  # the seed soak (bench/trust/soak.py): the main job at SOAK_SEEDS
     summary "soak (${TAG:-now}): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[|budget|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
 }
 
+step_soak_cpu() {  # the seed soak as a machine without a GPU runs it (CUDA hidden: interpreter against reference, the
+    # path the README's first command takes on a laptop), on this machine's cores: CPU_SOAK_SEEDS seeds, -n CPU_N
+    local t0=$SECONDS
+    CUDA_VISIBLE_DEVICES= $PY -m bench.trust.soak --seeds "${CPU_SOAK_SEEDS:-3}" -n "${CPU_N:-8}" --out /tmp/soak_cpu \
+        > "$OUT/soak_cpu.txt" 2>&1
+    local rc=$?
+    tar -czf "$OUT/soak_cpu.tgz" -C /tmp soak_cpu 2>/dev/null
+    summary "soak on the CPU path (CUDA hidden): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[' "$OUT/soak_cpu.txt" | tr '\n' ' ')"
+}
+
 step_reach() {  # issue 57 on the compiled path: the generic RoPE check (liger 1) and the two three-way planted bugs
     local t0=$SECONDS
     $PY -m bench.power.rope --seeds ${REACH_SEEDS:-5} --examples ${REACH_EXAMPLES:-30} > "$OUT/reach_rope.txt" 2>&1

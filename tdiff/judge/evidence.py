@@ -35,6 +35,13 @@ class Pair:
     def disagrees(self) -> bool:
         return self.comparison is not None and not self.comparison.ok
 
+    @property
+    def compared(self) -> Comparison:
+        """The pair's comparison, for a pair that was judged (a disagreeing one)."""
+        if self.comparison is None:
+            raise ValueError(f"{self.a} vs {self.b} was not compared ({self.classification.action}): no comparison")
+        return self.comparison
+
 
 @dataclass
 class Evidence:
@@ -105,7 +112,7 @@ def same_path(run: Outcome, fp64: Outcome) -> bool:
     return True
 
 
-def _path_part(d: dict) -> Any:
+def _path_part(d: dict[str, Any]) -> Any:
     kind = d.get("kind")
     if kind in ("input", "tensor"):
         return "tensor", tuple(d.get("shape", ())), tuple(d.get("strides", ()))

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .core.option_table import BY_FIELD, BY_NAME, ON_OFF, OPTIONS, Option, parse_shard
-from .core.settings import PROFILES, RUN_DIR, TRACKED_CORPUS, RunOptions
+from .core.option_table import BY_FIELD, BY_NAME, ON_OFF, OPTIONS, PROFILES, Option, parse_shard
+from .core.settings import RUN_DIR, TRACKED_CORPUS, RunOptions
 
 # (the table lives in tdiff.core.option_table, where RunOptions reads it too; its names stay importable here)
 __all__ = ["BY_FIELD", "BY_NAME", "ON_OFF", "OPTIONS", "PROFILES", "Option", "add_arguments", "build",

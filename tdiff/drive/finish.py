@@ -193,7 +193,7 @@ def _write(folder: Path, check: Any, confirmed: Confirmed, dry: Outcome | None, 
     """The reproducer, with the reduced kernel where there is one and it reproduces in a fresh process; else with
     the whole kernel (a line of `lines` says why)."""
     case = confirmed.case
-    if reduced is not None and reduced.verdict is not None:
+    if reduced is not None and reduced.verdict is not None and reduced.evidence is not None:  # (set together)
         try:
             return repro.write(folder, reduced.check, case, reduced.verdict, reduced.evidence, dry=dry,
                                case_timeout=judge.timeouts.current(),

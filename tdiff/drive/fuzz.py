@@ -81,7 +81,7 @@ def hypofuzz_compat() -> list[str]:
         return []  # an older hypothesis (the old name), or one this alias does not fit
     alias = property(lambda self: self.span_comments, lambda self, value: setattr(self, "span_comments", value))
     for cls in (conjecture.ConjectureData, conjecture.ConjectureResult):
-        cls.slice_comments = alias  # type: ignore[attr-defined]
+        cls.slice_comments = alias  # type: ignore[union-attr]  # (the old name: an alias hypothesis's classes lack)
     return ["ConjectureData.slice_comments", "ConjectureResult.slice_comments"]
 
 

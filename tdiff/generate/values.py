@@ -125,7 +125,8 @@ def special_carrier(kind: str, dt: DType) -> np.generic:
     if dt.is_float:
         return to_carrier(np.array([special_value(kind, dt)]), dt)[0]
     value = {"int-min": int(dt.min), "int-max": int(dt.max), "zero": 0, "minus-one": -1}[kind]
-    return np.array(value, dtype=dt.carrier)[()]
+    carrier: np.generic = np.array(value, dtype=dt.carrier)[()]  # type: ignore[assignment]  # (numpy types [()] as an array)
+    return carrier
 
 
 def dense(dist: str, seed: int, scale: int, n: int, dt: DType, spec: Values) -> np.ndarray:

@@ -104,7 +104,8 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
 
     # 0. a batch: every value carries a leading program axis (see `batched`)
     if batch:
-        for name, fn in batched.builder_methods(lambda: session.coords).items():
+        # (the coordinates are set whenever a batch runs)
+        for name, fn in batched.builder_methods(lambda: session.coords).items():  # type: ignore[arg-type,return-value]
             if hasattr(builder, name):
                 put(builder, name, fn)
         for name, value in batched.tensor_methods().items():
@@ -349,7 +350,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             addrs = ptr.data.astype(np.uint64, copy=False)
             mag = ovf = None
             if dataflow.is_float(val):
-                mv = dataflow.mag_of(val)
+                mv = dataflow.float_mag(val)
                 mag = np.maximum(fit(mv, addrs.shape), fit(dataflow.own_mag(old), addrs.shape)) \
                     if isinstance(old, TensorHandle) and dataflow.is_float(old) else mv
                 carried = dataflow.ovf_of(val)  # damaged upstream of the atomic

@@ -148,7 +148,8 @@ class Memory:
         for a in self.split(addrs, active):
             r = a.region
             lanes = a.lanes if a.lanes is not None else slice(None)
-            program = per_lane if isinstance(per_lane, int) else per_lane[lanes]
+            program = per_lane[lanes] if isinstance(per_lane, np.ndarray) else per_lane  # type: ignore[assignment]
+            # (a program's number is an int, never the float lane_programs may give for other values)
             if r.mag is not None:
                 mag[lanes] = r.mag[a.idx]
             for attr in ("ovf", "fragile"):
@@ -240,7 +241,8 @@ class Memory:
             r.eps = max(r.eps, eps)
             lanes = a.lanes if a.lanes is not None else slice(None)
             if not isinstance(per_lane, int):
-                program, edge, loaded = per_lane[lanes], edge_lanes[lanes], loaded_lanes[lanes]
+                # (in a batch each is an array, one value per lane)
+                program, edge, loaded = per_lane[lanes], edge_lanes[lanes], loaded_lanes[lanes]  # type: ignore[index]
             writers = r.array("writers", NOBODY, np.int32)
             if atomic and not isinstance(program, int):
                 self._atomic_batch(r, a.idx, program)

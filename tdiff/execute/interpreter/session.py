@@ -96,9 +96,10 @@ class Session:
     live: LiveArgs = field(default_factory=LiveArgs)
     grid: Program = (1, 1, 1)
     program: Program = (0, 0, 0)
-    edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a
-    # value it computed came to its dtype's limit (dataflow.near_limit)
-    loaded: float = 0.0  # the running program's largest finite loaded magnitude
+    # edge: the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a value it computed
+    # came to its dtype's limit (dataflow.near_limit); it and `loaded`, in a batch: arrays, one value per program
+    edge: float | np.ndarray = 0.0
+    loaded: float | np.ndarray = 0.0  # the running program's largest finite loaded magnitude
     above: float | None = None  # a float64 run on upcast inputs: values beyond the case's dtypes overflow
     other: undefined.OtherGiven = field(default_factory=undefined.OtherGiven)  # the load being built got other=
     # while a batch of programs runs (`batched`): their linear ids in launch order; `edge` and `loaded` are then
@@ -148,7 +149,8 @@ class Session:
         a = None if lanes is None else np.asarray(lanes)
         if a is None or a.ndim == 0 or a.shape[0] != n or (a.ndim == 1 and n > 1 and a.size == 1):
             return np.full(n, True if a is None else bool(np.any(a)))
-        return a.reshape(n, -1).any(axis=1)
+        held: np.ndarray = a.reshape(n, -1).any(axis=1)  # type: ignore[assignment]  # (an axis given: an array)
+        return held
 
     def close_allowance(self, operand: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
         """How far apart two compared values of `operand`'s type may be and still compare either way on

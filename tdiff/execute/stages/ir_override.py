@@ -139,7 +139,9 @@ def _strip_locs(text: str) -> str:
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside (), <>, {} and []."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "(<{[":
             depth += 1
@@ -175,7 +177,7 @@ def fingerprint(text: str, stage: str) -> Fingerprint | None:
             return None
         args = tuple(re.sub(r"^%[\w.$-]+\s*:\s*", "", a) for a in _split_top(_balanced(clean, m.end() - 1)))
         shapes = frozenset(re.findall(r"tensor<([0-9x]+)x", clean))
-        module = ()
+        module: tuple[str, ...] = ()
         if stage == "ttgir":
             head = re.search(r"^module attributes \{(.*)\}\s*\{", clean, re.M)
             attrs = _split_top(head.group(1)) if head else []

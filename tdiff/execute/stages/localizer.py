@@ -268,7 +268,7 @@ def _below_checks(pipeline: Pipeline, runner: _Runner, budget: int) -> list[Chec
 
     if budget > 0:
         for low in below_mlir(pipeline.job, reference):
-            attempt(low.label, lambda low=low: low)
+            attempt(low.label, lambda low=low: low)  # type: ignore[misc]  # (mypy infers no lambda with a default)
     seen: set[tuple[str, int]] = set()
     for i, entry in enumerate(pipeline.passes("llir")):
         call = pipeline.builder_of("llir", i)
@@ -276,7 +276,8 @@ def _below_checks(pipeline: Pipeline, runner: _Runner, budget: int) -> list[Chec
             continue
         seen.add((call.builder, call.occurrence))
         label = f"without {entry.pass_name} ({call})"
-        if attempt(label, lambda call=call, label=label: without_pass(pipeline, call, label)).result == bis.AGREE:
+        if attempt(label, lambda call=call, label=label: without_pass(  # type: ignore[misc]  # (as above)
+                pipeline, call, label)).result == bis.AGREE:
             break
     return out
 

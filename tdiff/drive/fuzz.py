@@ -15,7 +15,7 @@ campaign recorder, each case's counts, time and what it reached are recorded (`t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis
 from hypothesis.control import current_build_context
@@ -24,12 +24,15 @@ from ..core.case import Case
 from ..core.settings import RunOptions
 from .pipeline import CasePipeline, drawn_cases
 
+if TYPE_CHECKING:
+    from ..declaration import Check
+
 
 class FuzzDivergence(AssertionError):
     """A case diverged; the message is tdiff's report."""
 
 
-def hypothesis_test(check: Any, get_runner: Callable[[], Any],
+def hypothesis_test(check: Check, get_runner: Callable[[], Any],
                     get_recorder: Callable[[], Any] | None = None, options: Any = None,
                     settings: hypothesis.settings | None = None) -> Callable[[], None]:
     """A hypothesis test running `check`'s cases through the case pipeline of the runner `get_runner()`

@@ -120,7 +120,7 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             v = parse_shard(v)
         elif field == "campaign_dir":
             v = root / v
-        changes[field] = v  # type: ignore[index]
+        changes[field] = v  # type: ignore[index]  # (options a user gives set a field: BY_NAME's others are none)
     if gpu is not None:
         changes["gpu"] = gpu
     return RunOptions(**changes)

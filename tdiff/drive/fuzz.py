@@ -68,6 +68,7 @@ def hypothesis_test(check: Check, get_runner: Callable[[], Any],
                            lambda skeleton: pipeline()[1].admit(skeleton))
     # (no deadline, as in tdiff's profiles: a case's first compile, here or in a worker, takes up to a second)
     given = hypothesis.settings(settings or hypothesis.settings(), deadline=None)(hypothesis.given(strategy)(test))
+    # (hypothesis's own hook for a test's database key: an attribute it reads and does not declare)
     given.hypothesis.inner_test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     return given
 

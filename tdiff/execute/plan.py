@@ -228,7 +228,8 @@ def grid3(grid: Any) -> tuple[int, int, int]:
     g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     if not 1 <= len(g) <= 3:
         raise ValueError(f"grid must have 1 to 3 dimensions, got {grid!r}")
-    return (g + (1, 1, 1))[:3]  # type: ignore[return-value]
+    x, y, z = (g + (1, 1, 1))[:3]
+    return x, y, z
 
 
 def launch_record(jit: Any, grid: tuple[int, int, int], args: tuple, kwargs: dict,

@@ -353,7 +353,7 @@ def _values(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray |
         out[pos] = special_carrier(kind, dt)
     drawn = set(final.values())
     if form == INFINITE_ROWS:  # on top of the dense values and the specials
-        drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]
+        drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]  # (drawn only with by_row)
     # the structure, and for `value_class` whether dense values are small (the tags name special values only)
     what = SMALL if form == "dense" and dist == "normal" and scale <= -6 else form
     return out, tuple(sorted(drawn)), what

@@ -28,7 +28,7 @@ def errors(ev: Evidence) -> Verdict | None:
     if not failing:
         return None
     sides = list(dict.fromkeys(s for p in failing for s in p.classification.sides))
-    reasons = [f"{s}: {ev.outcomes[s].error.summary()}" for s in sides]  # type: ignore[union-attr]
+    reasons = [f"{s}: {e.summary()}" for s in sides if (e := ev.outcomes[s].error) is not None]  # (each failed)
     label = BOTH_FAILED if len(sides) > 1 else f"{ev.role(sides[0]).kind} error"
     other = next((r for r in ev.outcomes if r not in sides), None)
     pair = (sides[0], sides[1] if len(sides) > 1 else other or sides[0])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.dtypes import DType
 from ..core.rerun import FLOAT64_RUN, PERTURBED, Rerun
 from .comparison import Comparison
 from .edges import overflows
@@ -135,11 +136,11 @@ def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | 
         "xfail"))
 
 
-def _normal(dt: object) -> float:
+def _normal(dt: DType) -> float:
     """The smallest normal value of a float dtype."""
     import torch
 
-    return float(torch.finfo(dt.torch).smallest_normal)  # type: ignore[attr-defined]
+    return float(torch.finfo(dt.torch).smallest_normal)
 
 
 def _lines(ev: Evidence, side: str, how: str) -> dict[str, int]:

@@ -110,9 +110,9 @@ def _name(runs: list[Run], a: float, b: float, j: tuple[int, ...], tol: Toleranc
             how = f" ({', '.join(found[0].changed)})" if found[0].changed else ""
             said.append(f"{found[0].label}{how} gives {value}")
         elif value == "nan":
-            signs = [next((r for r in runs if r.known[j] and r.values[j] == s), None) for s in (np.inf, -np.inf)]
-            if all(signs):
-                said.append(f"nan: {signs[0].label} gives inf and {signs[1].label} -inf, so the value an infinity "  # type: ignore[union-attr]
+            up, down = (next((r for r in runs if r.known[j] and r.values[j] == s), None) for s in (np.inf, -np.inf))
+            if up is not None and down is not None:
+                said.append(f"nan: {up.label} gives inf and {down.label} -inf, so the value an infinity "
                             "multiplies there takes either sign under rounding, and 0 too")
     return "; ".join(said)
 

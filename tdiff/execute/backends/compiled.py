@@ -42,7 +42,7 @@ def real_compiles() -> int:
 
 
 def _count_compiles() -> None:
-    _count_compiles.done = True  # type: ignore[attr-defined]
+    _count_compiles.done = True  # type: ignore[attr-defined]  # (a mark on the function: patched once a process)
     try:
         from triton.backends import backends
 
@@ -56,7 +56,7 @@ def _count_compiles() -> None:
                 _COMPILES[0] += 1
                 return _original(self, *args, **kwargs)
 
-            add_stages.tdiff_counted = True  # type: ignore[attr-defined]
+            add_stages.tdiff_counted = True  # type: ignore[attr-defined]  # (marks Triton's method as wrapped)
             cls.add_stages = add_stages
     except Exception:  # (a Triton without this registry): compiles cannot be told from loads
         _COMPILES[0] = -1

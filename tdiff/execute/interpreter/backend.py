@@ -151,9 +151,9 @@ def _batch(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str],
         if outcomes is not None and s.batch_atomics:  # split batches would update atomically out of order
             why += " (a kernel with atomics is not split)"
             outcomes = None
-        if outcomes is None:
+        if outcomes is None or not isinstance(failed, batched.Unbatchable):  # (outcomes: only an Unbatchable's)
             break
-        i, parts = failed.batch, []  # type: ignore[union-attr]
+        i, parts = failed.batch, []
         for label in range(int(outcomes.max()) + 1):
             parts.append([p for p, o in zip(batches[i], outcomes) if o == label])
         batches[i:i + 1] = [part for part in parts if part]
@@ -221,10 +221,10 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                 try:
                     run_fn(**args_cvt)
                 except batched.Unbatchable as exc:
-                    exc.batch = i  # type: ignore[attr-defined]
+                    exc.batch = i
                     raise
                 finally:
-                    s.trace.shims.batch = 0  # type: ignore[attr-defined]
+                    s.trace.shims.batch = 0  # type: ignore[attr-defined]  # (as above)
                 for k, v in list(s.trace.shims.items()):  # a batch's use of a shim stands for each program's
                     if k not in shims.PER_PROGRAM:  # (those counted their programs themselves)
                         s.trace.shims[k] = before.get(k, 0) + (v - before.get(k, 0)) * n

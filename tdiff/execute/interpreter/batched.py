@@ -33,6 +33,8 @@ class Unbatchable(Exception):
     """A batch cannot go on: `reason` (what), `line` (where in the kernel); `of_code`: the kernel's code
     decides it (an operation batches do not run, control flow that parts programs), not the case's data."""
 
+    batch = 0  # the batch it stopped, where the backend runs several (set there)
+
     def __init__(self, reason: str, of_code: bool = False, outcomes: np.ndarray | None = None) -> None:
         super().__init__(reason)
         self.reason = reason

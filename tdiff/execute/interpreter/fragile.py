@@ -104,18 +104,18 @@ def extreme_fragile(inp: Any, out: Any, axis: int | None, keep_dims: bool, large
     if allowed is None or not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi)) \
             or not eps_of(hi):
         return
-    vals, mag = values(hi), mag_of(hi)
+    vals, mag = values(hi), float_mag(hi)
     if vals.ndim == 0:
         return
     ax = -1 if axis is None else axis % vals.ndim
     if axis is None:
-        vals, mag = vals.reshape(-1), mag.reshape(-1)  # type: ignore[union-attr]
+        vals, mag = vals.reshape(-1), mag.reshape(-1)
     if vals.shape[ax] < 2:
         return
     with np.errstate(all="ignore"):
         s = np.sort(vals if largest else -vals, axis=ax)
         top, second = np.take(s, -1, axis=ax), np.take(s, -2, axis=ax)
-        m = np.max(mag, axis=ax)  # type: ignore[arg-type]
+        m = np.max(mag, axis=ax)
         near = np.isfinite(top) & np.isfinite(second) & (top - second <= 2 * allowed(np.abs(top), np.abs(second), m))
     if not near.any():
         return

@@ -168,7 +168,7 @@ class Memory:
     def _outside(self, r: Region, idx: np.ndarray, program: Programs) -> None:
         """Record loads of storage elements that belong to no view of the input (padding, gaps, the
         other half of a split): memory that is not the kernel's input."""
-        out = ~r.view[idx]  # type: ignore[index]
+        out = ~r.view[idx]  # type: ignore[index]  # (called for case inputs only: they have a view)
         if not out.any():
             return
         if not isinstance(program, int):  # the first such read is reported as the sequential run finds it
@@ -285,7 +285,7 @@ class Memory:
             self._race(r, "two programs wrote the same element", int(idx[i]), int(prev[i]), program,
                        int(np.count_nonzero(other)))
         if r.r1 is not None:
-            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
+            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]  # (r2 is made with r1)
             reader = np.where((r1 != NOBODY) & (r1 != program), r1, np.where((r2 != NOBODY) & (r2 != program),
                                                                             r2, NOBODY))
             hit = reader != NOBODY

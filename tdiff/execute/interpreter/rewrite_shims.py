@@ -134,7 +134,7 @@ def builtin_alias(owner: object, name: str) -> Callable:
         count_use(BUILTIN_ALIASES)
         return getattr(owner, name)(*args, **kwargs)
 
-    call.__tdiff_alias_of__ = (owner, name)  # type: ignore[attr-defined]
+    call.__tdiff_alias_of__ = (owner, name)  # type: ignore[attr-defined]  # (what `bind_aliases` looks for)
     return call
 
 

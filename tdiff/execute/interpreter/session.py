@@ -142,10 +142,16 @@ class Session:
         a = np.asarray(lanes)
         return n if a.ndim >= 2 and a.shape[0] == len(self.batch) else n * len(self.batch)
 
+    def batch_size(self) -> int:
+        """How many programs the running batch holds (an error outside a batch)."""
+        if self.batch is None:
+            raise RuntimeError("no batch is running")
+        return len(self.batch)
+
     def owners(self, lanes: np.ndarray | None) -> np.ndarray:
         """Which of the batch's programs hold a true lane of `lanes` (a value with a leading program axis;
         a value the same for every program, or None, is held by all)."""
-        n = len(self.batch)  # type: ignore[arg-type]
+        n = self.batch_size()
         a = None if lanes is None else np.asarray(lanes)
         if a is None or a.ndim == 0 or a.shape[0] != n or (a.ndim == 1 and n > 1 and a.size == 1):
             return np.full(n, True if a is None else bool(np.any(a)))

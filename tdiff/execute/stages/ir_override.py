@@ -22,6 +22,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .support import STAGES
 
@@ -240,7 +241,7 @@ class IrFile:
                                      + "; ".join(diff)
 
 
-def _text(kernel: object, stage: str) -> str:
-    asm = kernel.asm  # type: ignore[attr-defined]
+def _text(kernel: Any, stage: str) -> str:  # (kernel: Triton's CompiledKernel, untyped)
+    asm = kernel.asm
     value = asm[stage]
     return value if isinstance(value, str) else value.decode(errors="replace")

@@ -239,6 +239,7 @@ def localize_job(job: CompileJob, base: BackendSpec, run: Run, agrees: Agrees, m
         loc.snapshot = runner.files.get((found.first_diverge.stage, found.first_diverge.text))
         loc.before = runner.files.get((found.last_agree.stage, found.last_agree.text))
         if len(found.suspects) == 1:
+            # (a bisection that found a pass names its stage)
             call = pipeline.builder_of(found.stage, found.suspect_points[0].index - 1)  # type: ignore[arg-type]
             if call is not None and budget > 0:
                 loc.builder = str(call)

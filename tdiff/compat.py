@@ -47,7 +47,8 @@ def version_tuple(text: str) -> tuple[int, int, int]:
                 break
             digits += ch
         parts.append(int(digits or 0))
-    return tuple((parts + [0, 0, 0])[:3])  # type: ignore[return-value]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return major, minor, patch
 
 
 TRITON = version_tuple(triton.__version__)

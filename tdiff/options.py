@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .core.option_table import BY_FIELD, BY_NAME, ON_OFF, OPTIONS, Option, parse_shard
-from .core.settings import PROFILES, RUN_DIR, TRACKED_CORPUS, RunOptions
+from .core.option_table import BY_FIELD, BY_NAME, ON_OFF, OPTIONS, PROFILES, Option, parse_shard
+from .core.settings import RUN_DIR, TRACKED_CORPUS, RunOptions
 
 # (the table lives in tdiff.core.option_table, where RunOptions reads it too; its names stay importable here)
 __all__ = ["BY_FIELD", "BY_NAME", "ON_OFF", "OPTIONS", "PROFILES", "Option", "add_arguments", "build",
@@ -120,7 +120,7 @@ def build(get: Callable[[str], Any], root: Path, gpu: int | None = None) -> RunO
             v = parse_shard(v)
         elif field == "campaign_dir":
             v = root / v
-        changes[field] = v  # type: ignore[index]
+        changes[field] = v  # type: ignore[index]  # (options a user gives set a field: BY_NAME's others are none)
     if gpu is not None:
         changes["gpu"] = gpu
     return RunOptions(**changes)

@@ -218,7 +218,7 @@ class Lane(str):
         self.work, self.python = work, python
         return self
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return Lane, (self.work, self.python)
 
     @property
@@ -245,7 +245,7 @@ FROM_STAGES = ("ttir", "ttgir", "llir", "ptx")
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx", "cubin")
 
 
-def _parse_variant(inner: str, text: str) -> dict:
+def _parse_variant(inner: str, text: str) -> dict[str, Any]:
     launch: list[tuple[str, Any]] = []
     config = None
     stage = ir = None
@@ -287,7 +287,7 @@ def _parse_variant(inner: str, text: str) -> dict:
     return {"launch": tuple(launch), "config": config, "stage": stage, "ir": ir}
 
 
-def _parse_opts(opts: str, text: str) -> dict:
+def _parse_opts(opts: str, text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for opt in filter(None, opts.split(":")):
         if opt in ORDERS:

@@ -88,7 +88,8 @@ class TensorArg:
 
     def values(self) -> np.ndarray:
         """The view's values (carrier dtype), shaped like the view."""
-        return self.storage[self.view_index()]
+        values: np.ndarray = self.storage[self.view_index()]
+        return values
 
     def with_values(self, values: np.ndarray) -> TensorArg:
         storage = self.storage.copy()
@@ -118,7 +119,7 @@ class TensorArg:
             and self.storage.tobytes() == other.storage.tobytes()
         )
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # (unhashable: equal arrays compare by value; the idiom mypy rejects)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def _decode_value(name: str, meta: Any, arrays: Mapping[str, np.ndarray]) -> Any
     raise ValueError(f"input {name!r}: unknown value kind {kind!r}")
 
 
-def to_json(case: Case) -> tuple[dict, dict[str, np.ndarray]]:
+def to_json(case: Case) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A JSON-able description of the case and the arrays it refers to."""
     arrays: dict[str, np.ndarray] = {}
     inputs = {name: _encode_value(name, v, arrays) for name, v in case.inputs.items()}
@@ -230,7 +231,7 @@ def to_json(case: Case) -> tuple[dict, dict[str, np.ndarray]]:
     return meta, arrays
 
 
-def from_json(meta: Mapping, arrays: Mapping[str, np.ndarray]) -> Case:
+def from_json(meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> Case:
     """Rebuild a case from `to_json`'s output."""
     version = meta.get("format")
     if version != FORMAT_VERSION:

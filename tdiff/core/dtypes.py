@@ -141,11 +141,14 @@ def from_torch(t: torch.Tensor) -> np.ndarray:
     """Carrier values of a torch tensor, copied to the host."""
     dt = dtype(t.dtype)
     t = t.detach().cpu().contiguous()
+    out: np.ndarray  # (torch types Tensor.numpy() as Any)
     if dt.carrier == np.uint16:
-        return t.view(torch.int16).numpy().view(np.uint16).copy()
-    if dt.carrier == np.uint8 and dt.is_float:
-        return t.view(torch.uint8).numpy().copy()
-    return t.numpy().copy()
+        out = t.view(torch.int16).numpy().view(np.uint16).copy()
+    elif dt.carrier == np.uint8 and dt.is_float:
+        out = t.view(torch.uint8).numpy().copy()
+    else:
+        out = t.numpy().copy()
+    return out
 
 
 def as_float64(raw: np.ndarray, dt: DType) -> np.ndarray:
@@ -158,7 +161,8 @@ def as_float64(raw: np.ndarray, dt: DType) -> np.ndarray:
 def from_float64(values: np.ndarray, dt: DType) -> np.ndarray:
     """float64 values rounded to the dtype, as carrier values."""
     if dt.kind == "bool":
-        return values != 0
+        out: np.ndarray = values != 0
+        return out
     if not dt.is_float:
         return values.astype(dt.carrier)
     if dt.carrier.kind == "u":

@@ -49,7 +49,8 @@ def jit_function(kernel: Any) -> JITFunction:
 
 
 def kernel_name(kernel: Any) -> str:
-    return jit_function(kernel).fn.__name__
+    name: str = jit_function(kernel).fn.__name__  # (a JITFunction is untyped)
+    return name
 
 
 def configs(kernel: Any) -> list[Config]:
@@ -74,7 +75,7 @@ def arg_names(jit: JITFunction) -> list[str]:
     return list(signature(jit.fn).parameters)
 
 
-class NoCache(dict):
+class NoCache(dict[Any, Any]):
     """A cache that keeps nothing: wrappers that cache a launched kernel (FlagGems' LibEntry) and
     relaunch it directly would skip tdiff's launch (no record, no interpreter)."""
 

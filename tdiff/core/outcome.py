@@ -83,9 +83,9 @@ class LaunchRecord:
 
     kernel: str
     grid: tuple[int, int, int]
-    args: list[dict]
-    kwargs: dict[str, dict]
-    config: dict | None = None  # launch options (num_warps, ...) passed besides the kernel's arguments
+    args: list[dict[str, Any]]
+    kwargs: dict[str, dict[str, Any]]
+    config: dict[str, Any] | None = None  # launch options (num_warps, ...) passed besides the kernel's arguments
     module: str = ""
 
 
@@ -143,7 +143,7 @@ class Precision(float):
         self.casts = tuple(casts)
         return self
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return Precision, (float(self), self.casts)
 
     def __repr__(self) -> str:
@@ -169,7 +169,7 @@ class Trace:
     programs_run: list[tuple[int, int, int]] = field(default_factory=list)
     sampled: bool = False
     atomics: bool = False
-    shims: Counter = field(default_factory=Counter)  # shim name -> uses (see tdiff.execute.interpreter.shims)
+    shims: Counter[str] = field(default_factory=Counter)  # shim name -> uses (see tdiff.execute.interpreter.shims)
     # per input name or returned path, like `writers`: see tdiff.execute.interpreter.dataflow
     scales: dict[str, np.ndarray] = field(default_factory=dict)  # dataflow magnitude of each element
     overflow: dict[str, np.ndarray] = field(default_factory=dict)  # an overflow upstream of the element
@@ -226,24 +226,25 @@ class Outcome:
     error: ErrorInfo | None = None
     launches: list[LaunchRecord] = field(default_factory=list)
     trace: Trace | None = None
-    static_ops: frozenset = frozenset()  # the dots the launched kernels' source has (see tdiff.core.static_ops)
+    static_ops: frozenset[str] = frozenset()  # the dots the launched kernels' source has (see tdiff.core.static_ops)
     seconds: float = 0.0
     output: str = ""
     notes: list[str] = field(default_factory=list)
     # what the backend plays in the case (compiled, interpreter, reference, ...): given by the backend that made the
     # outcome (its spec's, `BackendSpec.role`, or the part it plays), else the `spec`'s; `relabel` replaces it
-    role: Role = field(default=None)  # type: ignore[assignment]
+    role: Role = field(default=None)  # type: ignore[assignment]  # (None only until __post_init__ sets it)
     compiles: int = 0  # specializations compiled by this run
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache (compiled by an earlier run)
     compile_wait: float = 0.0  # seconds waiting for another process's compile of a specialization (compile_claims)
     # compile-only: launches not compiled, their every class compiled before in other combinations
     compile_skipped: int = 0
-    launch_keys: tuple | None = None  # each launch's specialization (see tdiff.execute.launch_keys), where known
+    # each launch's specialization (see tdiff.execute.launch_keys), where known
+    launch_keys: tuple[Any, ...] | None = None
     device: str = ""  # e.g. "NVIDIA H100 80GB HBM3" for the compiled backend, "cpu" otherwise
     environment: str = ""  # another environment's versions (a `backend@python` lane), else ""
     # returned path -> where its storage came from: {"launch": i, "arg": key, "offset", "shape", "strides"}
-    returned_args: dict[str, dict] = field(default_factory=dict)
+    returned_args: dict[str, dict[str, Any]] = field(default_factory=dict)
     # set by the judge of the case, beside the display label `backend`: the spec that made this outcome, and
     # for a rerun a verdict asked for, which one (`Rerun`: what changed in the run of which opinion)
     spec: BackendSpec | None = None

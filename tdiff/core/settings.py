@@ -138,6 +138,7 @@ class RunOptions:
                 raise ValueError(f"{name}: {exc}") from None
         optional = _optional_fields()
         for option in (*BY_FIELD.values(), *UNFLAGGED):
+            assert option.field is not None  # (BY_FIELD and UNFLAGGED hold options that set a field)
             value = getattr(self, option.field)
             if value is None and option.field in optional:
                 continue

@@ -59,7 +59,8 @@ def allowed(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, scale: float
     """The difference each element pair (float64 arrays) may show: atol + rtol * min(|a|, |b|) + scale * M,
     M (`magnitude`) the element's dataflow magnitude. Standalone (numpy only): reproducers embed its source."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return atol + rtol * np.minimum(np.abs(a), np.abs(b)) + scale * magnitude
+        out: np.ndarray = atol + rtol * np.minimum(np.abs(a), np.abs(b)) + scale * magnitude
+        return out
 
 
 def within(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, scale: float, magnitude: np.ndarray | float = 0.0,
@@ -70,9 +71,10 @@ def within(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, scale: float,
     use (standalone: numpy only)."""
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if exact:
-        return ((a == b) & ((np.signbit(a) == np.signbit(b)) | (not signed_zero))) | (nan_a & nan_b)
+        same: np.ndarray = ((a == b) & ((np.signbit(a) == np.signbit(b)) | (not signed_zero))) | (nan_a & nan_b)
+        return same
     with np.errstate(invalid="ignore", over="ignore"):
-        ok = np.abs(a - b) <= allowed(a, b, rtol, atol, scale, magnitude)
+        ok: np.ndarray = np.abs(a - b) <= allowed(a, b, rtol, atol, scale, magnitude)
     ok = np.where(np.isinf(a) | np.isinf(b), a == b, ok)
     ok = np.where(nan_a | nan_b, nan_a & nan_b, ok)
     if signed_zero:

@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.case import Case
 from ..core.outcome import Outcome
@@ -27,6 +27,9 @@ from .case_judge import CaseJudge, HangBudgetSpent
 from .localize import which_pass
 from .pipeline import CaseRecord
 from .reduce_kernel import KernelReduction, reduce_kernel
+
+if TYPE_CHECKING:
+    from ..declaration import Check
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def reduce(steps: Steps, confirmed: Confirmed) -> Reduced:
     return Reduced(got, got.describe(), (got.describe(),))
 
 
-def write_reproducer(steps: Steps, check: Any, confirmed: Confirmed, known: Any,
+def write_reproducer(steps: Steps, check: Check, confirmed: Confirmed, known: Any,
                      dry_launch: Callable[[Case], Outcome]) -> Written:
     """The reproducer (with the reduced kernel where there is one) and the pictures, in the repro folder; or, for
     a known divergence, why none. `dry_launch` records a case's launches where no opinion did."""
@@ -188,12 +191,12 @@ def write_reproducer(steps: Steps, check: Any, confirmed: Confirmed, known: Any,
     return Written(path, note, reduced.note, pictures, lines=tuple(lines))
 
 
-def _write(folder: Path, check: Any, confirmed: Confirmed, dry: Outcome | None, judge: CaseJudge,
+def _write(folder: Path, check: Check, confirmed: Confirmed, dry: Outcome | None, judge: CaseJudge,
            reduced: KernelReduction | None, lines: list[str]) -> Path:
     """The reproducer, with the reduced kernel where there is one and it reproduces in a fresh process; else with
     the whole kernel (a line of `lines` says why)."""
     case = confirmed.case
-    if reduced is not None and reduced.verdict is not None:
+    if reduced is not None and reduced.verdict is not None and reduced.evidence is not None:  # (set together)
         try:
             return repro.write(folder, reduced.check, case, reduced.verdict, reduced.evidence, dry=dry,
                                case_timeout=judge.timeouts.current(),
@@ -205,7 +208,7 @@ def _write(folder: Path, check: Any, confirmed: Confirmed, dry: Outcome | None, 
                        case_timeout=judge.timeouts.current())
 
 
-def write_entry(steps: Steps, check: Any, confirmed: Confirmed, source: str) -> Written:
+def write_entry(steps: Steps, check: Check, confirmed: Confirmed, source: str) -> Written:
     """The corpus entry of a search's or fuzz run's divergence (none for a known divergence: its entry exists)."""
     options = steps.options
     if options.corpus_dir is None or source not in ("search", "fuzz"):
@@ -222,7 +225,7 @@ def write_entry(steps: Steps, check: Any, confirmed: Confirmed, source: str) -> 
     return Written(corpus_path=path, lines=(f"corpus entry: {path}",))
 
 
-def divergence(check: Any, source: str, shrunk: Shrunk, confirmed: Confirmed, localized: Localized,
+def divergence(check: Check, source: str, shrunk: Shrunk, confirmed: Confirmed, localized: Localized,
                reproducer: Written, entry: Written) -> Divergence:
     """The divergence the steps produced, with its report: the steps' lines in order, then where it came from."""
     lines = [*shrunk.lines, *localized.lines, *reproducer.lines, *entry.lines]

@@ -15,7 +15,7 @@ campaign recorder, each case's counts, time and what it reached are recorded (`t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis
 from hypothesis.control import current_build_context
@@ -24,12 +24,15 @@ from ..core.case import Case
 from ..core.settings import RunOptions
 from .pipeline import CasePipeline, drawn_cases
 
+if TYPE_CHECKING:
+    from ..declaration import Check
+
 
 class FuzzDivergence(AssertionError):
     """A case diverged; the message is tdiff's report."""
 
 
-def hypothesis_test(check: Any, get_runner: Callable[[], Any],
+def hypothesis_test(check: Check, get_runner: Callable[[], Any],
                     get_recorder: Callable[[], Any] | None = None, options: Any = None,
                     settings: hypothesis.settings | None = None) -> Callable[[], None]:
     """A hypothesis test running `check`'s cases through the case pipeline of the runner `get_runner()`
@@ -65,6 +68,7 @@ def hypothesis_test(check: Any, get_runner: Callable[[], Any],
                            lambda skeleton: pipeline()[1].admit(skeleton))
     # (no deadline, as in tdiff's profiles: a case's first compile, here or in a worker, takes up to a second)
     given = hypothesis.settings(settings or hypothesis.settings(), deadline=None)(hypothesis.given(strategy)(test))
+    # (hypothesis's own hook for a test's database key: an attribute it reads and does not declare)
     given.hypothesis.inner_test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     return given
 
@@ -81,7 +85,7 @@ def hypofuzz_compat() -> list[str]:
         return []  # an older hypothesis (the old name), or one this alias does not fit
     alias = property(lambda self: self.span_comments, lambda self, value: setattr(self, "span_comments", value))
     for cls in (conjecture.ConjectureData, conjecture.ConjectureResult):
-        cls.slice_comments = alias  # type: ignore[attr-defined]
+        cls.slice_comments = alias  # type: ignore[union-attr]  # (the old name: an alias hypothesis's classes lack)
     return ["ConjectureData.slice_comments", "ConjectureResult.slice_comments"]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import hypothesis
 from hypothesis import strategies as st
@@ -24,6 +24,9 @@ from ..judge.evidence import Evidence
 from ..judge.opinions import Opinions
 from ..judge.verdict import NOT_JUDGED, Verdict
 from .case_judge import CaseJudge
+
+if TYPE_CHECKING:
+    from ..declaration import Check
 
 #: the labels of what each case reports to `hypothesis.target` (search and shrinking climb them)
 CLOSENESS = "tdiff: largest difference / tolerance"
@@ -57,13 +60,13 @@ class CaseRecord:
         return [k for o in self.evidence.outcomes.values() if o.launch_keys for k in o.launch_keys]
 
 
-def kernel_thresholds(check: Any, options: RunOptions) -> tuple[Threshold, ...]:
+def kernel_thresholds(check: Check, options: RunOptions) -> tuple[Threshold, ...]:
     """The sizes and dtypes the kernel branches on, which the size strategies also draw, unless
     `--tdiff-thresholds off`."""
     return tuple(thresholds(jit_function(check.kernel), check.launch)) if options.thresholds else ()
 
 
-def drawn_cases(check: Any, options: RunOptions,
+def drawn_cases(check: Check, options: RunOptions,
                 admit: Callable[[Case], bool] | None = None) -> st.SearchStrategy[Case]:
     """The cases a check draws under `options`, in its search and its fuzz target alike: its case strategy,
     aimed at the kernel's thresholds; `admit` (the pipeline's) sees each case before its values are drawn."""

@@ -72,8 +72,8 @@ class CompileBudget:
 
     @property
     def exhausted(self) -> bool:
-        return (bool(self.limit) and self.compiles >= self.limit) or (  # type: ignore[operator]
-            bool(self.seconds) and self.compile_seconds >= self.seconds)  # type: ignore[operator]
+        return (bool(self.limit) and self.compiles >= (self.limit or 0)) or (
+            bool(self.seconds) and self.compile_seconds >= (self.seconds or 0.0))
 
     def admits(self, keys: Iterable | None) -> bool:
         """Whether a case with these launch keys runs compiled; counts it as skipped when not."""

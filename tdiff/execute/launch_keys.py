@@ -9,12 +9,15 @@ divisibility by 16), with its constexprs and launch options.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import kernels
 from ..core.case import Case
 from ..core.outcome import LaunchRecord
 from .plan import LaunchPlan, deterministic_empty, grid3, launch_record, route_launches
+
+if TYPE_CHECKING:
+    from .backends.base import Target
 
 try:  # Triton 3.5+
     from triton._C.libtriton import native_specialize_impl
@@ -47,7 +50,7 @@ def launch_key(jit: Any, args: tuple, kwargs: dict) -> LaunchKey:
     return key_of(jit, bound.arguments, {k: v for k, v in kwargs.items() if k not in names})
 
 
-def dry_launches(target: Any, case: Case, then: Callable[..., None] | None = None,
+def dry_launches(target: Target, case: Case, then: Callable[..., None] | None = None,
                  failed: list[BaseException] | None = None
                  ) -> tuple[tuple[LaunchKey, ...] | None, list[LaunchRecord]]:
     """Run `target.launch` on CPU copies of the case's inputs with every kernel launch intercepted
@@ -90,7 +93,7 @@ def dry_launches(target: Any, case: Case, then: Callable[..., None] | None = Non
     return (tuple(keys) if native_specialize_impl is not None else None), records
 
 
-def launch_keys(target: Any, case: Case) -> tuple[LaunchKey, ...] | None:
+def launch_keys(target: Target, case: Case) -> tuple[LaunchKey, ...] | None:
     """The keys of every launch `target.launch` makes for `case`, or None when that cannot be told
     without running kernels (the launch function failed on CPU tensors, or this Triton is too old)."""
     return dry_launches(target, case)[0]

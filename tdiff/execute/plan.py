@@ -207,12 +207,12 @@ def deterministic_empty() -> Iterator[None]:
     by torch's deterministic mode (NaN / the largest integer)."""
     det = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
+    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]  # (a flag torch's stubs omit)
     saved = [(obj, name, getattr(obj, name)) for obj, name in _FACTORIES]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         _set_deterministic(True, warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = True
+        torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
         for obj, name, factory in saved:
             setattr(obj, name, _filled(factory))
         try:
@@ -221,14 +221,15 @@ def deterministic_empty() -> Iterator[None]:
             for obj, name, factory in saved:
                 setattr(obj, name, factory)
             _set_deterministic(det, warn_only=warn_only)
-            torch.utils.deterministic.fill_uninitialized_memory = fill
+            torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
 
 
 def grid3(grid: Any) -> tuple[int, int, int]:
     g = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     if not 1 <= len(g) <= 3:
         raise ValueError(f"grid must have 1 to 3 dimensions, got {grid!r}")
-    return (g + (1, 1, 1))[:3]  # type: ignore[return-value]
+    x, y, z = (g + (1, 1, 1))[:3]
+    return x, y, z
 
 
 def launch_record(jit: Any, grid: tuple[int, int, int], args: tuple, kwargs: dict,

@@ -24,7 +24,8 @@ def _reduce_array(a: np.ndarray) -> Any:
         return a.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
     c = a if a.flags.c_contiguous else a.copy(order="C")
     # a writable buffer arrives as a bytearray (a writable array), a read-only one as bytes
-    data = pickle.PickleBuffer(c) if c.size else b""
+    # (an ndarray has the buffer protocol; numpy's stubs declare it from Python 3.12)
+    data = pickle.PickleBuffer(c) if c.size else b""  # type: ignore[arg-type]
     return _rebuild, (data, c.dtype.str, a.shape)
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ..core import dtypes, kernels
 from ..core.case import Case, TensorArg
+from ..core.declared import DeclaredCheck
 from ..errors import DeclarationError
 from . import hints
 from .plan import steer
@@ -67,7 +68,7 @@ def _tensor_spec(strategy: Any) -> TensorStrategy | None:
     return getattr(strategy, "tensor_spec", None)
 
 
-def case_strategy(check: Any, admit: Callable[[Case], bool] | None = None,
+def case_strategy(check: DeclaredCheck, admit: Callable[[Case], bool] | None = None,
                   thresholds: Sequence[hints.Hint] = ()) -> st.SearchStrategy[Case]:
     """Draw a `Case` for a check.
 

@@ -21,9 +21,12 @@ from typing import Protocol
 
 
 class Hint(Protocol):
-    kind: str
-    dtype: str
-    level: float
+    @property
+    def kind(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def level(self) -> float: ...
 
     def values(self, lo: int, hi: int) -> list[int]: ...
 

@@ -136,10 +136,10 @@ def _draw(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple
         perm = draw(st.permutations(range(nd)).filter(lambda p: list(p) != list(range(nd))))
         parent = tuple(shape[p] for p in perm)
         pstrides = contiguous_strides(parent)
-        strides = [0] * nd
+        permuted = [0] * nd
         for i, p in enumerate(perm):
-            strides[p] = pstrides[i]
-        return Layout("transposed", tuple(strides), 0, max(1, _extent(shape, tuple(strides))))
+            permuted[p] = pstrides[i]
+        return Layout("transposed", tuple(permuted), 0, max(1, _extent(shape, tuple(permuted))))
     if kind == "transposed" and any(n > 1 for n in shape):
         # one dimension of more than one element: a column of a row-major matrix (x[:, j]), so its stride is
         # the matrix's row length, not 1
@@ -167,23 +167,23 @@ def _draw(draw: st.DrawFn, shape: tuple[int, ...], itemsize: int, allowed: tuple
         dim = draw(integers(0, nd - 1))
         other = draw(integers(1, 8))
         second = draw(integers(0, 1)) == 1
-        parent = list(shape)
-        parent[dim] += other
-        pstrides = contiguous_strides(tuple(parent))
+        grown = list(shape)
+        grown[dim] += other
+        pstrides = contiguous_strides(tuple(grown))
         offset = other * pstrides[dim] if second else 0
-        return Layout("split", pstrides, offset, max(1, _extent(tuple(parent), pstrides)))
+        return Layout("split", pstrides, offset, max(1, _extent(tuple(grown), pstrides)))
     if kind == "padded":
         # rows padded: the leading stride is larger than a row
         pad = draw(integers(1, 5))
         if nd >= 2:
             row = shape[-1] + pad
-            strides = [0] * nd
-            strides[-1] = 1
+            padded = [0] * nd
+            padded[-1] = 1
             acc = row
             for i in range(nd - 2, -1, -1):
-                strides[i] = acc
+                padded[i] = acc
                 acc *= shape[i]
-            return Layout("padded", tuple(strides), 0, max(1, _extent(shape, tuple(strides)) + pad))
+            return Layout("padded", tuple(padded), 0, max(1, _extent(shape, tuple(padded)) + pad))
         return Layout("padded", base.strides, 0, base.storage_size + pad)
     if kind == "expanded" and any(n > 1 for n in shape):
         dims = [i for i, n in enumerate(shape) if n > 1]

@@ -212,8 +212,10 @@ def tensors(
     except ValueError:
         return spec  # `@tdiff.check` reports it, naming the kernel and the input
     strategy = spec.build({})
+    # (what a TensorStrategy answers, hung on the hypothesis strategy built from it: `@tdiff.check` and
+    # generate.cases ask either; hypothesis's SearchStrategy declares none of them, and its own `validate`)
     strategy.depends_on = spec.depends_on  # type: ignore[attr-defined]
     strategy.build = spec.build  # type: ignore[attr-defined]
-    strategy.validate = spec.validate  # type: ignore[attr-defined]
+    strategy.validate = spec.validate  # type: ignore[method-assign]
     strategy.tensor_spec = spec  # type: ignore[attr-defined]
     return strategy

@@ -22,7 +22,7 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import triton.language as tl
@@ -101,7 +101,7 @@ def _float_value(node: ast.expr) -> float | None:
     return None
 
 
-def _in_range(c: int | None) -> bool:
+def _in_range(c: int | None) -> TypeGuard[int]:
     return c is not None and MIN_CONSTANT <= abs(c) <= MAX_CONSTANT
 
 
@@ -213,7 +213,7 @@ def thresholds(kernel: JITFunction | None, launch: Callable | None = None, depth
     """The thresholds in `kernel` (and the jit functions it calls) and in `launch` (and the Python
     functions it calls, `depth` levels down), without repeats."""
     seen: set[int] = set()
-    out: dict[tuple[str, int, int, str], Threshold] = {}
+    out: dict[tuple[str, int, int, str, float], Threshold] = {}
     todo: list[tuple[Any, bool, int]] = []
     if kernel is not None:
         todo.append((kernel, False, 0))

@@ -125,7 +125,8 @@ def special_carrier(kind: str, dt: DType) -> np.generic:
     if dt.is_float:
         return to_carrier(np.array([special_value(kind, dt)]), dt)[0]
     value = {"int-min": int(dt.min), "int-max": int(dt.max), "zero": 0, "minus-one": -1}[kind]
-    return np.array(value, dtype=dt.carrier)[()]
+    carrier: np.generic = np.array(value, dtype=dt.carrier)[()]  # type: ignore[assignment]  # (numpy types [()] as an array)
+    return carrier
 
 
 def dense(dist: str, seed: int, scale: int, n: int, dt: DType, spec: Values) -> np.ndarray:
@@ -352,7 +353,7 @@ def _values(draw: st.DrawFn, n: int, dt: DType, spec: Values, rows: np.ndarray |
         out[pos] = special_carrier(kind, dt)
     drawn = set(final.values())
     if form == INFINITE_ROWS:  # on top of the dense values and the specials
-        drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]
+        drawn.add(infinite_row(draw, out, rows, dt, by_row))  # type: ignore[arg-type]  # (drawn only with by_row)
     # the structure, and for `value_class` whether dense values are small (the tags name special values only)
     what = SMALL if form == "dense" and dist == "normal" and scale <= -6 else form
     return out, tuple(sorted(drawn)), what

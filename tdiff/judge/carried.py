@@ -75,21 +75,21 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome], guide: View | None) -> C
     if guide is None:
         return Carried(error="no interpreter run to carry the kernel's rounding from")
     runs = [extra[r] for r in reruns()]
-    failed = next((o for o in runs if o.error is not None), None)
+    failed = next((o.error for o in runs if o.error is not None), None)
     if failed is not None:
-        return Carried(error=f"a carried run failed: {failed.error.summary()}")
+        return Carried(error=f"a carried run failed: {failed.summary()}")
     out = Carried(count=len(runs))
     for path, t0 in guide.targets.items():
-        spread = np.zeros(t0.values.shape)
+        spread, complete = np.zeros(t0.values.shape), True
         for o in runs:
             t = view(o, case).targets.get(path)
             if t is None or t.values.shape != t0.values.shape:
-                spread = None
+                complete = False
                 break
             with np.errstate(invalid="ignore", over="ignore"):
                 same = (t.values == t0.values) | (np.isnan(t.values) & np.isnan(t0.values))
                 d = np.where(same, 0.0, np.abs(t.values - t0.values))
             spread = np.maximum(spread, np.where(np.isnan(d), np.inf, d))
-        if spread is not None:
+        if complete:
             out.spreads[path] = spread
     return out

@@ -57,8 +57,9 @@ def classify(a: Outcome, b: Outcome) -> Classification:
     hard = [o for o in errors if not set_aside(o)]
     if hard:
         return Classification(FAIL, "; ".join(outcome_failure(o) for o in hard), tuple(o.backend for o in hard))
-    names = sorted({o.error.limitation for o in errors})  # type: ignore[union-attr]
-    explained = sorted({o.error.explained for o in errors if o.error.explained})  # type: ignore[union-attr]
+    infos = [o.error for o in errors if o.error is not None]  # (all of them: `errors` holds the failed)
+    names = sorted({e.limitation for e in infos})
+    explained = sorted({e.explained for e in infos if e.explained})
     return Classification(DISCARD, ", ".join(names), tuple(o.backend for o in errors), "; ".join(explained))
 
 

@@ -27,7 +27,8 @@ def close(a: np.ndarray, b: np.ndarray, tol: Tolerance, scale: np.ndarray | floa
             same = (a == b) & (np.signbit(a) == np.signbit(b))
         if not tol.signed_zero:  # -0.0 equals 0.0 unless the check declares signed zeros (bits aside)
             same = same | ((a == 0) & (b == 0))
-        return same | (nan_a & nan_b)
+        out: np.ndarray = same | (nan_a & nan_b)
+        return out
     diff, allowed = _diff_allowed(a, b, tol, scale)
     with np.errstate(invalid="ignore"):
         ok = diff <= allowed
@@ -73,7 +74,7 @@ def describe_values(target: str, a: np.ndarray, b: np.ndarray, bad: np.ndarray, 
         rel = np.where(finite & (np.abs(b) > 0), absd / np.where(np.abs(b) > 0, np.abs(b), 1.0), 0.0)
         rel = np.where(finite & (b == 0) & (absd > 0), np.inf, rel)
 
-    def at(i: Any) -> tuple:
+    def at(i: Any) -> tuple[int, ...]:
         return tuple(int(v) for v in i)
 
     i_abs = at(np.unravel_index(int(np.argmax(absd)), a.shape)) if a.ndim else ()

@@ -18,6 +18,7 @@ from ..core import dtypes
 from ..core.case import Case
 from ..core.op_classes import as_run_by
 from ..core.outcome import Outcome
+from ..core.rerun import CARRIED, MODELLED
 from ..core.tolerance import Tolerance
 from . import carried
 from .closeness import close, closeness, describe_values, value_mismatch
@@ -30,7 +31,6 @@ from .edges import (
     float_input_magnitudes,
     narrowing,
 )
-from .modelled import MODELLED
 from .rules import Rules, TargetRule
 from .sensitivity import FRAGILE, SCALE, weigh
 from .targets import Target, View, describe_structure, view
@@ -39,7 +39,7 @@ from .targets import Target, View, describe_structure, view
 
 def input_scale(case: Case) -> float:
     """The largest finite magnitude among the case's floating inputs (views and float scalars)."""
-    cached = case.__dict__.get("_input_scale")
+    cached: float | None = case.__dict__.get("_input_scale")
     if cached is not None:
         return cached
     best = max((float(v.max()) for _, v in float_input_magnitudes(case, True)), default=0.0)
@@ -115,7 +115,9 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
     if ta.raw.tobytes() == tb.raw.tobytes():
         return
     tol = pair.rule.tolerance
-    va, vb, ra, rb = ta.values, tb.values, ta.raw, tb.raw
+    va, vb = ta.values, tb.values
+    ra: np.ndarray | None = ta.raw
+    rb: np.ndarray | None = tb.raw
     keep = None
     if sampled is not None:  # only what the interpreted programs wrote is comparable
         st = sampled.targets.get(path)
@@ -208,11 +210,11 @@ def compare_targets(pair: TargetPair, case: Case, rules: Rules, cmp: Comparison,
         m.narrowing = narrow
         m.message += " (" + describe_narrowing(path, narrow, ta, case) + ")"
     elif guide is not None and guide.precision > ta.dtype.eps and ta.dtype.is_float and not tol.exact:
-        narrow = next((n for n in ("float32", "float16", "bfloat16") if dtypes.dtype(n).eps >= guide.precision),
-                      "bfloat16")
-        m.message += (f" (the kernel's arithmetic behind `{path}` ran in {narrow}, narrower than its {ta.dtype.name}: "
+        arith = next((n for n in ("float32", "float16", "bfloat16") if dtypes.dtype(n).eps >= guide.precision),
+                     "bfloat16")
+        m.message += (f" (the kernel's arithmetic behind `{path}` ran in {arith}, narrower than its {ta.dtype.name}: "
                       f"if that is intended, declare tolerances={{{path!r}: tdiff.Tolerance.preset(\"arith\", "
-                      f"{narrow!r})}})")
+                      f"{arith!r})}})")
     if pair.rule.tf32 is not None and ta.dtype.is_float:
         loose = pair.rule.tf32
         m.within_tf32 = bool(close(va, vb, loose, scale, ra, rb)[bad].all())
@@ -231,7 +233,7 @@ def _carried(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, rules: 
     explained, spread = rules.carried.explain(path, va, vb, bad, tol)
     if explained.any():
         j = tuple(int(v) for v in np.argwhere(explained)[0]) if explained.ndim else ()
-        cmp.forgiven.append(Forgiven(path, int(explained.sum()), (j, float(va[j]), float(vb[j])), why=carried.CARRIED,
+        cmp.forgiven.append(Forgiven(path, int(explained.sum()), (j, float(va[j]), float(vb[j])), why=CARRIED,
                                      spread=spread, measured=rules.carried.count))
     return bad & ~explained, 0
 

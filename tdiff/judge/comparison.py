@@ -24,10 +24,10 @@ class Mismatch:
     total: int = 0
     special: int = 0  # mismatches where a side is NaN or infinite
     max_abs: float = 0.0
-    max_abs_index: tuple = ()
+    max_abs_index: tuple[int, ...] = ()
     max_rel: float = 0.0
-    max_rel_index: tuple = ()
-    examples: list[tuple[tuple, Any, Any]] = field(default_factory=list)
+    max_rel_index: tuple[int, ...] = ()
+    examples: list[tuple[tuple[int, ...], Any, Any]] = field(default_factory=list)
     programs: list[tuple[int, int]] = field(default_factory=list)  # (linear program id, elements)
     tolerance: str = ""
     mask: np.ndarray | None = None  # mismatch positions, shaped like the target
@@ -53,7 +53,7 @@ class Forgiven:
 
     target: str
     count: int
-    example: tuple[tuple, float, float]
+    example: tuple[tuple[int, ...], float, float]
     coarse: bool = False  # decided without the interpreter's dataflow (inputs at the limits somewhere)
     why: str = "range-edge"  # "fragile": decided by a comparison of computed values within tolerance; "measured"
     flags: tuple[str, ...] = ()  # the flags that marked them (named in the caveat; none passes an element)

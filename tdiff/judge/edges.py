@@ -35,7 +35,7 @@ def float_input_magnitudes(case: Case, finite: bool) -> Iterator[tuple[dtypes.DT
 
 def input_edge(case: Case) -> float:
     """How close the case's floating inputs come to their dtypes' limits (see dataflow.edge_ratio)."""
-    cached = case.__dict__.get("_input_edge")
+    cached: float | None = case.__dict__.get("_input_edge")
     if cached is not None:
         return cached
     best = max((float(v.max()) / math.sqrt(float(dt.max)) for dt, v in float_input_magnitudes(case, False)),
@@ -49,14 +49,16 @@ def range_edge(a: np.ndarray, b: np.ndarray, dt: dtypes.DType) -> np.ndarray:
     value in the top half of the dtype's range."""
     top = float(dt.max) / 2 if dt.is_float else math.inf
     with np.errstate(invalid="ignore"):
-        return ~np.isfinite(a) | ~np.isfinite(b) | (np.abs(a) >= top) | (np.abs(b) >= top)
+        out: np.ndarray = ~np.isfinite(a) | ~np.isfinite(b) | (np.abs(a) >= top) | (np.abs(b) >= top)
+        return out
 
 
 def overflows(t: np.ndarray, dt: dtypes.DType) -> np.ndarray:
     """Where exact values (float64) do not fit `dt`: infinite, or of a magnitude that rounds to infinity in it
     (at least its largest finite value plus half an ulp there)."""
     with np.errstate(invalid="ignore"):
-        return np.isinf(t) | (np.abs(t) >= dtypes.overflow_threshold(dt))
+        out: np.ndarray = np.isinf(t) | (np.abs(t) >= dtypes.overflow_threshold(dt))
+        return out
 
 
 def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: dtypes.DType, case: Case,
@@ -86,13 +88,13 @@ def _range_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
     coarse = guide is None or guide.scale is None
     if coarse:
         fed = np.full(bad.shape, input_edge(case) >= 1)
-    elif guide.edge is not None:
+    elif guide is not None and guide.edge is not None:
         fed = guide.edge >= 1
     else:
         fed = none.copy()
     candidates = edge & fed
     both = edge & range_edge(va, va, dt) & range_edge(vb, vb, dt)  # each side inf, NaN or in the top half
-    inherent = none.copy() if coarse or guide.overflow is None else guide.overflow.copy()
+    inherent = none.copy() if coarse or guide is None or guide.overflow is None else guide.overflow.copy()
     beyond = none.copy()
     reference_overflowed = none.copy()
     exact = rules.fp64.targets.get(path) if rules.fp64 is not None else None
@@ -151,7 +153,7 @@ def _at_float32_limits(case: Case) -> bool:
     judge. float16 inputs never get there: they reach "the limits" of their own type (sqrt(65504) = 256) as ordinary
     values, and an overflow from them (statistics summed in float16: mean inf against 1023.5) is the kernel's choice
     of arithmetic type, which only the measured scale may let pass."""
-    cached = case.__dict__.get("_at_float32_limits")
+    cached: bool | None = case.__dict__.get("_at_float32_limits")
     if cached is not None:
         return cached
     limit, half = math.sqrt(float(dtypes.dtype("float32").max)), float(dtypes.dtype("float16").max)
@@ -184,7 +186,8 @@ def bottom_edge(path: str, va: np.ndarray, vb: np.ndarray, bad: np.ndarray, dt: 
         return bad
     j = tuple(int(v) for v in np.argwhere(hit)[0]) if hit.ndim else ()
     cmp.forgiven.append(Forgiven(path, int(hit.sum()), (j, float(va[j]), float(vb[j])), why=UNDERFLOW_EDGE))
-    return bad & ~hit
+    out: np.ndarray = bad & ~hit
+    return out
 
 
 def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target | None, cmp: Comparison,
@@ -211,7 +214,8 @@ def _infinite_nan(va: np.ndarray, vb: np.ndarray, bad: np.ndarray, guide: Target
         for values, side in ((va, cmp.a), (vb, cmp.b)):
             if not side.role.is_reference:  # (a reference's own NaN is not the kernel's)
                 found |= np.isinf(exact.values) & np.isnan(values)
-    return found & fed
+    out: np.ndarray = found & fed
+    return out
 
 
 def describe_infinite_nan(va: np.ndarray, vb: np.ndarray, infinite: np.ndarray, cmp: Comparison,

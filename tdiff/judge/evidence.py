@@ -35,6 +35,13 @@ class Pair:
     def disagrees(self) -> bool:
         return self.comparison is not None and not self.comparison.ok
 
+    @property
+    def compared(self) -> Comparison:
+        """The pair's comparison, for a pair that was judged (a disagreeing one)."""
+        if self.comparison is None:
+            raise ValueError(f"{self.a} vs {self.b} was not compared ({self.classification.action}): no comparison")
+        return self.comparison
+
 
 @dataclass
 class Evidence:
@@ -75,8 +82,9 @@ def _guide(outcomes: dict[str, Outcome]) -> Outcome | None:
     """The interpreter run whose trace guides tolerances: the forward, unsampled one if any."""
     best = None
     for o in outcomes.values():
-        usable = o.error is None and o.trace is not None and not _reordered_or_upcast(o)
-        if usable and (best is None or (best.trace.sampled and not o.trace.sampled)):  # type: ignore[union-attr]
+        if o.error is not None or o.trace is None or _reordered_or_upcast(o):
+            continue
+        if best is None or (best.trace is not None and best.trace.sampled and not o.trace.sampled):
             best = o
     return best
 
@@ -105,7 +113,7 @@ def same_path(run: Outcome, fp64: Outcome) -> bool:
     return True
 
 
-def _path_part(d: dict) -> Any:
+def _path_part(d: dict[str, Any]) -> Any:
     kind = d.get("kind")
     if kind in ("input", "tensor"):
         return "tensor", tuple(d.get("shape", ())), tuple(d.get("strides", ()))
@@ -143,12 +151,12 @@ def gather(case: Case, kernel: str, outcomes: dict[str, Outcome], rules: Rules,
     ev = Evidence(case, kernel, dict(outcomes), rules)
     if fp64 is not None:
         ev.extra[FLOAT64_RUN] = fp64
-    if measured is not None:
-        ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})  # type: ignore[index]
-    if model is not None:
-        ev.extra.update({r: perturbed[r] for r in modelled.reruns()})  # type: ignore[index]
-    if carry is not None:
-        ev.extra.update({r: perturbed[r] for r in carried.reruns()})  # type: ignore[index]
+    if measured is not None and perturbed is not None:  # (each measured from `perturbed`)
+        ev.extra.update({r: perturbed[r] for r in sensitivity.reruns()})
+    if model is not None and perturbed is not None:
+        ev.extra.update({r: perturbed[r] for r in modelled.reruns()})
+    if carry is not None and perturbed is not None:
+        ev.extra.update({r: perturbed[r] for r in carried.reruns()})
     for label, o in outcomes.items():
         if o.role.kind == COMPILE_ONLY:  # (no results of its own: `verdict` reads its error)
             continue

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.dtypes import DType
 from ..core.rerun import FLOAT64_RUN, PERTURBED, Rerun
 from .comparison import Comparison
 from .edges import overflows
@@ -47,7 +48,7 @@ class Finding:
     reason: str
 
 
-def torch32(ev: Evidence, path: str, j: tuple, shape: tuple[int, ...]) -> float | None:
+def torch32(ev: Evidence, path: str, j: tuple[int, ...], shape: tuple[int, ...]) -> float | None:
     """What the check's reference computed by torch at float32 gives at element `j` of `path` (on the inputs moved
     by one ulp: the measurement's first float32 run), where that run is there."""
     o = ev.extra.get(TORCH32)
@@ -83,7 +84,7 @@ def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | 
     if wide.error is not None or not same_path(guide.outcome, wide):
         return None
     mine, wider = view(ev.outcomes[side], ev.case), view(wide, ev.case)
-    first: tuple[str, str, tuple, float, float, float] | None = None
+    first: tuple[str, str, tuple[int, ...], float, float, float] | None = None
     for m in cmp.mismatches:
         if m.kind != "values" or m.mask is None:
             return None
@@ -92,10 +93,12 @@ def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | 
         damaged = fit(g.overflow, m.mask.shape) if g is not None else None
         if t is None or w is None or exact is None or damaged is None or not t.dtype.is_float or m.tol is None:
             return None
-        values, wrong = fit(t.values, m.mask.shape), m.mask
+        values, wide_values, wrong = fit(t.values, m.mask.shape), fit(w.values, m.mask.shape), m.mask
+        if values is None or wide_values is None:  # (the targets compared have the mask's size)
+            return None
         with np.errstate(invalid="ignore", over="ignore"):  # (the kernel's formula in float64: the reference's?)
             loose = m.tol.loosened(4)
-            right = np.abs(fit(w.values, m.mask.shape) - exact) <= loose.atol + loose.rtol * np.abs(exact)
+            right = np.abs(wide_values - exact) <= loose.atol + loose.rtol * np.abs(exact)
         if not bool(right[wrong].all()):
             return None
         with np.errstate(invalid="ignore"):
@@ -133,11 +136,11 @@ def left_range(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | 
         "xfail"))
 
 
-def _normal(dt: object) -> float:
+def _normal(dt: DType) -> float:
     """The smallest normal value of a float dtype."""
     import torch
 
-    return float(torch.finfo(dt.torch).smallest_normal)  # type: ignore[attr-defined]
+    return float(torch.finfo(dt.torch).smallest_normal)
 
 
 def _lines(ev: Evidence, side: str, how: str) -> dict[str, int]:
@@ -164,13 +167,14 @@ def unstable(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | tu
     if why is not None:
         return None
     mine, truth = view(ev.outcomes[side], ev.case), view(ev.outcomes[ref], ev.case)
-    worst: tuple[float, float, str, tuple, float, float] | None = None
+    worst: tuple[float, float, str, tuple[int, ...], float, float] | None = None
     for path, where in cmp.beyond_problem.items():
         spread, ta, tr = spreads.get(path), mine.targets.get(path), truth.targets.get(path)
         mismatch = next((m for m in cmp.mismatches if m.target == path and m.tol is not None), None)
         if spread is None or ta is None or tr is None or mismatch is None or spread.shape != where.shape:
             return None
         tol = mismatch.tol
+        assert tol is not None  # (the mismatch was chosen for its tolerance)
         if tol.exact or not ta.dtype.is_float:  # (an index or an integer: rounding does not make it unstable)
             return None
         with np.errstate(invalid="ignore", over="ignore"):
@@ -185,17 +189,17 @@ def unstable(ev: Evidence, cmp: Comparison, side: str, ref: str) -> Finding | tu
             worst = (float(diff[k]), float(spread[where][k]), path, j, float(a[k]), float(b[k]))
     if worst is None:
         return None
-    diff, spread, path, j, got, expected = worst
+    far, moves, path, j, got, expected = worst
     fp32 = torch32(ev, path, j, spreads[path].shape)
     torch = f", computed by torch at float32 {_fmt(fp32)}" if fp32 is not None else ""
     grows = growth(ev.extra)
     where_ = (f"; the spread grows at {grows[0]} (the random-rounding runs differ there by {grows[2]:.3g} ulps, at "
               f"most {grows[1]:.3g} in the lines computed before it)") if grows is not None else ""
     return Finding(NUMERICALLY_UNSTABLE, (
-        f"{side}'s `{path}` differs from the reference by up to {diff:.3g} (at {j}: {_fmt(got)} where the reference "
+        f"{side}'s `{path}` differs from the reference by up to {far:.3g} (at {j}: {_fmt(got)} where the reference "
         f"gives {_fmt(expected)}{torch}), beyond what the problem allows at this precision (the float64 reference "
         f"moves far less when its inputs move by one rounding, and so does torch's float32 computation of it), and "
-        f"the kernel's own float program moves by up to {spread:.3g} there when each floating operation rounds up or "
+        f"the kernel's own float program moves by up to {moves:.3g} there when each floating operation rounds up or "
         f"down at random ({ENSEMBLE} runs): the kernel's algorithm loses accuracy the problem does not (cancellation, "
         f"a sum or statistic in a narrower type than the output, eps placed where it no longer guards): a finding"
         f"{where_}; if that precision is intended, declare it: tolerances={{{path!r}: ...}}"))

@@ -95,10 +95,11 @@ def _gives(r: Run, v: np.ndarray, tol: Tolerance, scale: np.ndarray | float) -> 
     with np.errstate(invalid="ignore"):
         same = np.where(np.isfinite(v), np.isfinite(r.values) & close(v, r.values, tol, scale),
                         (v == r.values) | (np.isnan(v) & np.isnan(r.values)))
-    return same & r.known
+    out: np.ndarray = same & r.known
+    return out
 
 
-def _name(runs: list[Run], a: float, b: float, j: tuple, tol: Tolerance, scale: np.ndarray | float) -> str:
+def _name(runs: list[Run], a: float, b: float, j: tuple[int, ...], tol: Tolerance, scale: np.ndarray | float) -> str:
     """Which run gives each of the two values at `j` (a NaN where the runs give infinities of both signs: which)."""
     said = []
     for value in dict.fromkeys((_shown(a), _shown(b))):
@@ -109,9 +110,9 @@ def _name(runs: list[Run], a: float, b: float, j: tuple, tol: Tolerance, scale: 
             how = f" ({', '.join(found[0].changed)})" if found[0].changed else ""
             said.append(f"{found[0].label}{how} gives {value}")
         elif value == "nan":
-            signs = [next((r for r in runs if r.known[j] and r.values[j] == s), None) for s in (np.inf, -np.inf)]
-            if all(signs):
-                said.append(f"nan: {signs[0].label} gives inf and {signs[1].label} -inf, so the value an infinity "  # type: ignore[union-attr]
+            up, down = (next((r for r in runs if r.known[j] and r.values[j] == s), None) for s in (np.inf, -np.inf))
+            if up is not None and down is not None:
+                said.append(f"nan: {up.label} gives inf and {down.label} -inf, so the value an infinity "
                             "multiplies there takes either sign under rounding, and 0 too")
     return "; ".join(said)
 
@@ -124,9 +125,9 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome], guide: View | None) -> M
     """The modelled runs' targets (`reruns()`, all in `extra`), the interpreter opinion's own run (`guide`: IEEE
     arithmetic rounded to nearest) first."""
     runs = [extra[r] for r in reruns()]
-    failed = next((o for o in runs if o.error is not None), None)
+    failed = next((o.error for o in runs if o.error is not None), None)
     if failed is not None:
-        return Modelled(error=f"a modelled run failed: {failed.error.summary()}")
+        return Modelled(error=f"a modelled run failed: {failed.summary()}")
     out = Modelled()
     views = ([(guide, ())] if guide is not None else []) + [
         (view(o, case), (*sorted(o.trace.modelled if o.trace is not None else ()),

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any
 
 from ..core import kernels
 from ..core.backend_spec import COMPILE_ONLY, COMPILE_ONLY_ARCH, METAMORPHIC, BackendSpec, default_backends, labels
+from ..core.declared import DeclaredCheck
 
 REFERENCE = BackendSpec("reference")
 COMPILE_ONLY_SPEC = BackendSpec(COMPILE_ONLY)
@@ -75,7 +75,7 @@ VARIANT_SPECS = (BackendSpec("compiled"), *(BackendSpec("compiled", launch=(opti
 OPTION_VARIANTS = labels(VARIANT_SPECS)  # as displayed: compiled, compiled[num_warps=2], ...
 
 
-def metamorphic(check: Any) -> Opinions:
+def metamorphic(check: DeclaredCheck) -> Opinions:
     """Compiled against compiled at GPU speed: an autotuned kernel's configs with each other (the
     check's `configs=`, or the first `MAX_CONFIGS`), else a few launch-option variants; no reference
     or interpreter on every case: the verdict of a divergence calls the interpreter (in float64) as
@@ -96,7 +96,7 @@ def metamorphic(check: Any) -> Opinions:
     return Opinions(tuple(chosen), tuple(combinations(range(len(chosen)), 2)), note, third)
 
 
-def choose(check: Any, backends: tuple[BackendSpec, ...] | None, gpu_available: Callable[[], bool],
+def choose(check: DeclaredCheck, backends: tuple[BackendSpec, ...] | None, gpu_available: Callable[[], bool],
            compile_only: bool = False) -> Opinions:
     """The opinions for a check: its own `backends=`, else the run's, else the machine's default,
     plus its reference. Where the default skips the compiled backend (no GPU), `compile_only` adds the

@@ -30,7 +30,7 @@ class Declared:
     tolerance: Any = None
     tolerances: Mapping[str, Any] = field(default_factory=dict)
     measurable: bool = False
-    _resolved: dict[tuple, Tolerance] = field(default_factory=dict, compare=False, repr=False)
+    _resolved: dict[tuple[Any, ...], Tolerance] = field(default_factory=dict, compare=False, repr=False)
 
     def of(self, path: str) -> Any:
         """What the check declares for `path`: its own entry, else the check-wide tolerance, else None."""

@@ -132,9 +132,9 @@ def ensemble_spread(case: Case, extra: Mapping[Rerun, Outcome]) -> tuple[dict[st
     """What the kernel's own float program produces: per target, the largest distance of a randomly rounded run
     from the run rounded to nearest (`ensemble_reruns()`, all in `extra`); or why there is none (a run failed)."""
     runs = [extra[r] for r in ensemble_reruns()]
-    failed = next((o for o in runs if o.error is not None), None)
+    failed = next((o.error for o in runs if o.error is not None), None)
     if failed is not None:
-        return {}, f"the interpreter failed with random rounding: {failed.error.summary()}"
+        return {}, f"the interpreter failed with random rounding: {failed.summary()}"
     return {path: spread for path, (_, spread, _) in _spreads(case, runs).items()}, None
 
 
@@ -180,8 +180,9 @@ def _spreads(case: Case, runs: Sequence[Outcome], finite_only: Sequence[bool] = 
     base, *others = [view(o, case) for o in runs]
     out = {}
     for path, t0 in base.targets.items():
-        found = [v.targets.get(path) for v in others]
-        if any(t is None or t.shape != t0.shape for t in found):
+        got = [v.targets.get(path) for v in others]
+        found = [t for t in got if t is not None and t.shape == t0.shape]
+        if len(found) < len(got):
             continue
         r0 = t0.values
         spread, reach = np.zeros(r0.shape), np.abs(r0)
@@ -256,12 +257,13 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
     unperturbed one, per element: 0 where every run agrees, inf where one gives NaN or an infinity the unperturbed
     run does not (the problem is singular there at this precision)."""
     runs: Sequence[Outcome] = [extra[r] for r in reruns()]
-    failed = next((o for o in runs if o.error is not None), None)
+    failed = next((o.error for o in runs if o.error is not None), None)
     if failed is not None:
-        return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.error.summary()}")
+        return Sensitivity(error=f"the float64 reference failed on the perturbed inputs: {failed.summary()}")
     out = Sensitivity(count=len(runs) - 1)
 
-    def around_exact(kind: Callable[[int], object], own_precision: bool = True) -> dict:
+    def around_exact(kind: Callable[[int], object], own_precision: bool = True) -> dict[
+            str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """`_spreads` of the perturbed runs of one kind (a predicate of k) around the unperturbed float64 run; at
         the case's own precision, each run counts only where it is finite."""
         chosen = [o for r, o in zip(reruns()[1:], runs[1:]) if kind(r.k)]
@@ -304,8 +306,9 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     flat = fit(sensitivity.flushed.get(path), shape)
     if float32 and flat is not None:  # (once: a GPU's flushed subnormal is no rounding error to multiply)
         spread = np.maximum(spread, flat)
-    if dt.is_float:
-        spread = np.where(fit(sensitivity.reach[path], shape) >= dtypes.overflow_threshold(dt), np.inf, spread)
+    reach = fit(sensitivity.reach[path], shape)
+    if dt.is_float and reach is not None:  # (measured with the spread, of its size: never None here)
+        spread = np.where(reach >= dtypes.overflow_threshold(dt), np.inf, spread)
     return spread
 
 
@@ -335,7 +338,7 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
     if not flagged.any():
         return bad, 0, ""
     spread = spread_in(sensitivity, path, dt, bad.shape, tol.exact)
-    if spread is not None:
+    if spread is not None and sensitivity is not None:  # (a spread is one measured: `sensitivity` is there)
         # an element within tolerance only by the dataflow scale may also differ by `LOADED_ROUNDINGS` roundings, in
         # float32 (the arithmetic kernels use; float64 for a float64 output), of the largest input its program
         # loaded: an intermediate of the inputs' magnitude rounds that much in any float32 computation (a cross
@@ -343,32 +346,33 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
         unit = (dtypes.dtype("float64") if dt.name == "float64" else dtypes.dtype("float32")).eps
         rounding = np.where(_only(flags, SCALE, flagged), LOADED_ROUNDINGS * unit * loaded, 0.0) \
             if not tol.exact else 0.0
-        within = flagged & _within(va, vb, tol, spread, sensitivity, path, cmp, rounding)  # type: ignore[arg-type]
+        within = flagged & _within(va, vb, tol, spread, sensitivity, path, cmp, rounding)
         # the elements only the float32 allowances pass (`ACCUMULATION`, the loaded inputs' rounding): a counted
         # caveat of their own
         wide = spread_in(sensitivity, path, dt, bad.shape, tol.exact, float32=False)
-        by_float32 = within & ~_within(va, vb, tol, wide, sensitivity, path, cmp)  # type: ignore[arg-type]
+        assert wide is not None  # (measured wherever `spread` is)
+        by_float32 = within & ~_within(va, vb, tol, wide, sensitivity, path, cmp)
         named = within & ~_only(flags, SCALE, within) & ~by_float32  # (within the problem's scale: no caveat)
         if named.any():
             j = _first(named)
             names = tuple(n for n, m in flags.items() if (m & named).any() and n != SCALE)
             cmp.forgiven.append(Forgiven(path, int(named.sum()), (j, float(va[j]), float(vb[j])), why="measured",
                                          flags=names, spread=float(spread[j]),
-                                         measured=sensitivity.count))  # type: ignore[union-attr]
+                                         measured=sensitivity.count))
         if by_float32.any():
             j = _first(by_float32)
             names = tuple(n for n, m in flags.items() if (m & by_float32).any() and n != SCALE)
-            off = fit(sensitivity.arithmetic.get(path), bad.shape)  # type: ignore[union-attr]
-            rounded = fit(sensitivity.faithful.get(path), bad.shape)  # type: ignore[union-attr]
+            off = fit(sensitivity.arithmetic.get(path), bad.shape)
+            rounded = fit(sensitivity.faithful.get(path), bad.shape)
             if tol.exact and rounded is not None and off is not None:
                 off = np.fmax(off, rounded)  # (an index: what a faithfully rounded float32 computation gives too)
-            flat = fit(sensitivity.flushed.get(path), bad.shape)  # type: ignore[union-attr]
+            flat = fit(sensitivity.flushed.get(path), bad.shape)
             if flat is not None and off is not None:
                 off = np.fmax(off, flat)  # (what one whose math functions flush subnormals gives)
             cmp.forgiven.append(Forgiven(path, int(by_float32.sum()), (j, float(va[j]), float(vb[j])),
                                          why=FLOAT32_COMPUTATION, flags=names,
                                          spread=float(off[j]) if off is not None else 0.0,
-                                         measured=sensitivity.count))  # type: ignore[union-attr]
+                                         measured=sensitivity.count))
         left = flagged & ~within
         text = ""
         if left.any():
@@ -427,7 +431,8 @@ def _within(va: np.ndarray, vb: np.ndarray, tol: Tolerance, spread: np.ndarray, 
                 near &= (d <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + rounding + margin) | \
                     ((v == exact) | (np.isnan(v) & np.isnan(exact)))
             within |= near
-    return within
+    out: np.ndarray = within
+    return out
 
 
 #: how many times the measured spread a difference may add to the strict tolerance (either side may be off by it)
@@ -447,7 +452,8 @@ def _only(flags: Mapping[str, np.ndarray], name: str, where: np.ndarray) -> np.n
     for n, m in flags.items():
         if n != name:
             others |= m
-    return where & mine & ~others
+    out: np.ndarray = where & mine & ~others
+    return out
 
 
 #: a Forgiven's `why` for an overflow in float32 arithmetic on the way to a result that fits (judge.edges)
@@ -464,5 +470,5 @@ def _any(flags: Mapping[str, np.ndarray], bad: np.ndarray) -> np.ndarray:
     return out
 
 
-def _first(mask: np.ndarray) -> tuple:
+def _first(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(v) for v in np.argwhere(mask)[0]) if mask.ndim else ()

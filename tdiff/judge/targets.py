@@ -113,7 +113,7 @@ def _precision(o: Outcome, key: str) -> float:
 
 def view(outcome: Outcome, case: Case) -> View:
     """The outcome as targets (computed once per outcome and case)."""
-    cached = outcome.__dict__.get("_tdiff_view")
+    cached: tuple[Case, View] | None = outcome.__dict__.get("_tdiff_view")
     if cached is not None and cached[0] is case:
         return cached[1]
     v = View(outcome)
@@ -200,5 +200,7 @@ def is_fill(t: Target) -> np.ndarray:
     raw = np.ascontiguousarray(t.raw)
     if raw.dtype.kind == "f":
         bits = np.dtype(f"u{raw.dtype.itemsize}")
-        return raw.view(bits) == fill.view(bits)[0]
-    return raw == fill[0]
+        same_bits: np.ndarray = raw.view(bits) == fill.view(bits)[0]
+        return same_bits
+    same: np.ndarray = raw == fill[0]
+    return same

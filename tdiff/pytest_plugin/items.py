@@ -159,5 +159,5 @@ def add_declared_checks(collector: pytest.Collector, report: pytest.CollectRepor
         return  # (a module under tdiff_paths named on the command line: its TdiffModule has the checks)
     from ..declaration import declared_in
 
-    module = getattr(collector.obj, "__name__", None)
+    module = getattr(collector.obj, "__name__", "")
     report.result.extend(make_item(collector, c) for c in declared_in(module))

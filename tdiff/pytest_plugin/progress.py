@@ -58,7 +58,7 @@ class Progress:
         self.file = Path(folder) / f"{self.worker}.json" if folder and self.worker and interval > 0 else None
         self._written = 0.0
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._thread: _Ticker | None = None
         self.folder: Path | None = None  # the controller's: where its workers write
         self._shown: dict[str, float] = {}  # nodeid -> when the controller last showed it
 

@@ -8,7 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -60,7 +60,7 @@ class TdiffSession:
         self.xdist_worker = int(worker.group(1)) if worker else None
         self.fuzz = bool(config.getoption("tdiff_fuzz_targets"))
         try:
-            gpu = gpu_for_worker(self.xdist_worker) if worker else None
+            gpu = gpu_for_worker(self.xdist_worker) if self.xdist_worker is not None else None
             get = lambda name: get_option(config, name)  # noqa: E731
             self.options = options.build(get, Path(str(config.rootpath)), gpu)
             self.summary_mode = options.value(get, "summary") or "short"
@@ -176,7 +176,7 @@ class TdiffSession:
         blob = dict(report.user_properties).get(RESULTS_KEY) if report.when == "call" else None
         if blob is None:
             return
-        summary = json.loads(blob)
+        summary = json.loads(cast(str, blob))  # (items.properties stores it as a JSON string)
         self.ran.append(Ran(report.nodeid, summary, label_of(report), xfail_reason(report)))
         self.durations[report.nodeid] = summary["wall"]
 

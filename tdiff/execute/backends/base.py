@@ -6,6 +6,7 @@ import importlib
 import os
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,7 +47,7 @@ def gpu_available() -> bool:
 # ------------------------------------------------------------------ errors
 
 _LIB_DIRS = tuple(
-    os.path.dirname(importlib.util.find_spec(m).origin)  # type: ignore[union-attr]
+    os.path.dirname(importlib.util.find_spec(m).origin or "")  # type: ignore[union-attr]  # (installed: a spec)
     for m in ("triton", "torch", "numpy")
 ) + (str(Path(os.path.abspath(__file__)).parents[2]),)  # tdiff itself
 
@@ -66,7 +67,7 @@ def user_frame(tb: Any) -> traceback.FrameSummary | None:
 
 def user_line_now() -> str:
     """`file:line: code` of the innermost user frame on the current stack."""
-    f = sys._getframe(1)
+    f: types.FrameType | None = sys._getframe(1)
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
         if not _is_library(fn):

@@ -20,6 +20,7 @@ from typing import Any
 from ...core.case import Case
 from .. import compile_claims
 from ..launch_keys import dry_launches
+from .base import Target
 from .compiled import counted
 
 _claims = compile_claims.Claims()
@@ -51,7 +52,7 @@ class AheadCount:
         self.errors += other.errors
 
 
-def compile_case(target: Any, case: Case, count: AheadCount) -> None:
+def compile_case(target: Target, case: Case, count: AheadCount) -> None:
     """Compile the specializations of `case`'s launches that no process has compiled or claimed."""
 
     def warm(jit: Any, original: Any, args: tuple, grid: Any, kwargs: dict, key: tuple | None) -> None:
@@ -104,7 +105,7 @@ def build_launcher(kernel: Any) -> bool:
     return True
 
 
-def compile_ahead(target: Any, cases: list[Case], stop: Callable[[], bool]) -> AheadCount:
+def compile_ahead(target: Target, cases: list[Case], stop: Callable[[], bool]) -> AheadCount:
     """Go through `cases` in order until `stop()` says the search no longer needs them."""
     count = AheadCount()
     for case in cases:

@@ -117,12 +117,13 @@ class CompileOnlyBackend:
         self.known: dict[str, ErrorInfo | None] = {}  # specialization (claim name) -> its compile's error, or None
         self.classes: dict[str, set] = {}  # kernel (its source key) -> the classes its compiles covered
         self.version = f"triton {triton.__version__}, sm_{self.arch}, through {STOP_AFTER}"
-        self._marks: Path | None | bool = False  # (found on first use: Triton's cache directory is set by then)
+        self._marks: Path | None = None  # (found on first use: Triton's cache directory is set by then)
+        self._marks_found = False
 
     def marks(self) -> Path | None:
-        if self._marks is False:
-            self._marks = _marks_dir()
-        return self._marks  # type: ignore[return-value]
+        if not self._marks_found:
+            self._marks, self._marks_found = _marks_dir(), True
+        return self._marks
 
     def _mark(self, name: str) -> Path | None:
         where = self.marks()

@@ -42,7 +42,7 @@ def real_compiles() -> int:
 
 
 def _count_compiles() -> None:
-    _count_compiles.done = True  # type: ignore[attr-defined]
+    _count_compiles.done = True  # type: ignore[attr-defined]  # (a mark on the function: patched once a process)
     try:
         from triton.backends import backends
 
@@ -56,7 +56,7 @@ def _count_compiles() -> None:
                 _COMPILES[0] += 1
                 return _original(self, *args, **kwargs)
 
-            add_stages.tdiff_counted = True  # type: ignore[attr-defined]
+            add_stages.tdiff_counted = True  # type: ignore[attr-defined]  # (marks Triton's method as wrapped)
             cls.add_stages = add_stages
     except Exception:  # (a Triton without this registry): compiles cannot be told from loads
         _COMPILES[0] = -1
@@ -103,7 +103,7 @@ def recorded_launch(plan: LaunchPlan, outcome: Outcome, live: LiveArgs, jit: JIT
         out, compiled, loaded, seconds = counted(
             jit, lambda: original(jit, *args, grid=grid, warmup=warmup, **kwargs))
     finally:
-        if name is not None:
+        if name is not None and _claims is not None:  # (a name is only taken with claims)
             _claims.release(claim, name)
     outcome.cache_loads += loaded
     if compiled:
@@ -151,11 +151,12 @@ class CompiledBackend:
         kernel = kernels.rebuild(target.kernel, kernels.jit_function(target.kernel), config)
         live = LiveArgs()
         overrides = dict(self.spec.launch)  # a variant's launch options replace the launch's own
-        state = self.lane.begin() if self.lane is not None else None
+        lane = self.lane
+        state = lane.begin() if lane is not None else None
 
         def handler(jit, original, args, grid, warmup, kwargs):
-            if state is not None:  # a stage lane compiles each launch again from a stage, then launches that
-                original = self.lane.wrap(original, state)
+            if lane is not None and state is not None:  # a stage lane compiles each launch again from a stage,
+                original = lane.wrap(original, state)  # then launches that
             return recorded_launch(plan, outcome, live, jit, original, args, grid, warmup, {**kwargs, **overrides})
 
         returned = None
@@ -173,9 +174,9 @@ class CompiledBackend:
             except Exception as exc:  # the context died while copying back
                 if outcome.error is None:
                     outcome.error = self._error(exc)
-        if state is not None and not self.poisoned:
+        if lane is not None and state is not None and not self.poisoned:
             try:
-                self.lane.finish(state, outcome, lambda: self._plain().run(target, case))
+                lane.finish(state, outcome, lambda: self._plain().run(target, case))
             except Exception as exc:
                 outcome.error = self._error(exc)
         outcome.seconds = time.perf_counter() - t0

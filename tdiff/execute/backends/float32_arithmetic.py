@@ -84,7 +84,9 @@ class _Float32Mode(TorchFunctionMode):
                 or getattr(func, "__name__", "") not in ROUNDING or out.numel() == 0):
             return out
         with torch.no_grad():
-            key = _mix(_bits(out) ^ ((self.seed + 1) // 2))
+            out_bits = _bits(out)
+            assert out_bits is not None  # (out is a float32 tensor)
+            key = _mix(out_bits ^ ((self.seed + 1) // 2))
             for operand in operands:
                 bits = _bits(operand)
                 if bits is not None and (shaped := _broadcast(bits, out.shape)) is not None:

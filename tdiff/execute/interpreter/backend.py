@@ -152,9 +152,9 @@ def _batch(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set[str],
         if outcomes is not None and s.batch_atomics:  # split batches would update atomically out of order
             why += " (a kernel with atomics is not split)"
             outcomes = None
-        if outcomes is None:
+        if outcomes is None or not isinstance(failed, batched.Unbatchable):  # (outcomes: only an Unbatchable's)
             break
-        i, parts = failed.batch, []  # type: ignore[union-attr]
+        i, parts = failed.batch, []
         for label in range(int(outcomes.max()) + 1):
             parts.append([p for p, o in zip(batches[i], outcomes) if o == label])
         batches[i:i + 1] = [part for part in parts if part]
@@ -215,7 +215,7 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                 s.coords = np.array(chunk, dtype=np.int64)
                 s.batch = np.array([linear(p, g) for p in chunk], dtype=np.int32)
                 s.program = chunk[0]
-                s.edge, s.loaded = np.zeros(n), np.zeros(n)  # type: ignore[assignment]
+                s.edge, s.loaded = np.zeros(n), np.zeros(n)
                 s.swayed = np.zeros(n, bool)
                 builder.set_grid_idx(*chunk[0])
                 before = Counter(s.trace.shims)
@@ -223,10 +223,10 @@ def _run_batches(s: Session, fn: Any, host_args: dict[str, Any], constexprs: set
                 try:
                     run_fn(**args_cvt)
                 except batched.Unbatchable as exc:
-                    exc.batch = i  # type: ignore[attr-defined]
+                    exc.batch = i
                     raise
                 finally:
-                    s.trace.shims.batch = 0  # type: ignore[attr-defined]
+                    s.trace.shims.batch = 0  # type: ignore[attr-defined]  # (as above)
                 for k, v in list(s.trace.shims.items()):  # a batch's use of a shim stands for each program's
                     if k not in shims.PER_PROGRAM:  # (those counted their programs themselves)
                         s.trace.shims[k] = before.get(k, 0) + (v - before.get(k, 0)) * n
@@ -324,7 +324,7 @@ class InterpreterBackend:
 
         try:
             with deterministic_empty(), route_launches(handler), \
-                    coverage.recording(session.trace.lines):  # type: ignore[arg-type]
+                    coverage.recording(session.trace.lines):
                 returned = target.launch(kernel, **plan.inputs)
         except Exception as exc:
             outcome.error = error_info(exc)
@@ -386,7 +386,7 @@ def finish_trace(session: Session, returned: Any) -> None:
             r = by_base.get(value.untyped_storage().data_ptr())
             if r is not None and value.numel() > 0:
                 returned_regions.add(id(r))
-                idx = strided_index(tuple(value.shape), value.stride(), value.storage_offset())
+                idx = strided_index(tuple(value.shape), value.stride(), int(value.storage_offset()))
                 maps(r, path, idx, tuple(value.shape))
         elif isinstance(value, (tuple, list)):
             for i, v in enumerate(value):

@@ -19,20 +19,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _interp
+from triton.runtime.interpreter import TensorHandle
 
 from ..backends.base import user_line_now
-
-TensorHandle = _interp.TensorHandle
 
 
 class Unbatchable(Exception):
     """A batch cannot go on: `reason` (what), `line` (where in the kernel); `of_code`: the kernel's code
     decides it (an operation batches do not run, control flow that parts programs), not the case's data."""
+
+    batch = 0  # the batch it stopped, where the backend runs several (set there)
 
     def __init__(self, reason: str, of_code: bool = False, outcomes: np.ndarray | None = None) -> None:
         super().__init__(reason)
@@ -42,7 +43,7 @@ class Unbatchable(Exception):
         self.outcomes = outcomes  # a branch or bound: its value in each program of the batch (to split it by)
 
 
-def stop(reason: str, of_code: bool = False, outcomes: np.ndarray | None = None) -> None:
+def stop(reason: str, of_code: bool = False, outcomes: np.ndarray | None = None) -> NoReturn:
     raise Unbatchable(reason, of_code, outcomes)
 
 
@@ -186,7 +187,8 @@ def access_methods(current: Callable[[str], Callable], size: Callable[[], int],
             else:
                 shape = shaped[k].shape
                 wide = TensorHandle(np.array(np.broadcast_to(shaped[k], full), order="C"), h.dtype)  # (writable)
-                out.append(with_shadows(h, wide, lambda v, shape=shape: np.broadcast_to(v.reshape(shape), full)))
+                out.append(with_shadows(h, wide, lambda v, shape=shape: np.broadcast_to(  # type: ignore[misc]
+                    v.reshape(shape), full)))  # (mypy infers no lambda with a default argument)
             k += 1
         return out
 
@@ -407,7 +409,7 @@ def _fold(ins: tuple, a: int, combine_fn: Any, scan: bool) -> tuple:
     each step on every other element (and program) at once; results kept in the inputs' dtypes."""
     datas = _common(*[np.asarray(t.handle.data) for t in ins])
     moved = [np.moveaxis(d, a + 1, 0) for d in datas]  # (length, programs, rest...)
-    rest = tuple(moved[0].shape[2:])
+    rest: tuple[int, ...] = tuple(moved[0].shape[2:])
     length = moved[0].shape[0]
     dtypes = [t.dtype for t in ins]
 
@@ -427,7 +429,7 @@ def _fold(ins: tuple, a: int, combine_fn: Any, scan: bool) -> tuple:
     outs = []
     for j, t in enumerate(ins):
         arrs = [np.asarray(s[j].handle.data).reshape((-1,) + rest) for s in steps]
-        n = max(x.shape[0] for x in arrs)
+        n = max(len(x) for x in arrs)  # (each x.shape[0])
         stacked = np.stack([np.broadcast_to(x, (n,) + rest) for x in arrs])  # (length, programs, rest...)
         outs.append(_wrap(np.moveaxis(stacked, 0, a + 1), dtypes[j], shape_of(t)))
     return tuple(outs)

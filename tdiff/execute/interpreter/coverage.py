@@ -119,17 +119,18 @@ def ranges(lines: set[int] | frozenset[int], executable_lines: frozenset[int]) -
     and comment lines between them, which are not executable, do not break it)."""
     out: list[tuple[int, int]] = []
     order = sorted(executable_lines)
-    start = prev = None
+    start: int | None = None
+    prev = 0  # (set with start)
     for line in order:
         if line in lines:
             if start is None:
                 start = line
             prev = line
         elif start is not None:
-            out.append((start, prev))  # type: ignore[arg-type]
+            out.append((start, prev))
             start = None
     if start is not None:
-        out.append((start, prev))  # type: ignore[arg-type]
+        out.append((start, prev))
     return out
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import triton.language as tl
@@ -100,6 +100,14 @@ def own_mag(h: TensorHandle) -> np.ndarray:
     return finite_abs(values(h))
 
 
+def float_mag(h: TensorHandle) -> np.ndarray:
+    """`mag_of` a handle its caller knows is floating (there it is never None)."""
+    m = mag_of(h)
+    if m is None:
+        raise TypeError(f"{h!r} is not a floating handle: it has no error scale")
+    return m
+
+
 def mag_of(h: Any) -> np.ndarray | None:
     """The error-scale shadow of a handle (None for non-floating handles)."""
     if not isinstance(h, TensorHandle) or not is_float(h):
@@ -129,7 +137,11 @@ def set_shadows(h: TensorHandle, mag: np.ndarray | None, ovf: np.ndarray | None,
         object.__setattr__(h, EPS, eps)
 
 
-def fit(x: np.ndarray | None, shape: tuple) -> np.ndarray | None:
+@overload
+def fit(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray: ...
+@overload
+def fit(x: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None: ...
+def fit(x: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
     """`x` broadcast to `shape`, or its maximum everywhere when it does not broadcast (None stays None)."""
     if x is None or x.shape == shape:
         return x
@@ -221,7 +233,7 @@ def _rule(name: str) -> str:
 
 def _propagate(rule: str, floats: list[TensorHandle], out_vals: np.ndarray, shape: tuple) -> np.ndarray:
     own = finite_abs(out_vals)
-    m = [fit(mag_of(h), shape) for h in floats]  # type: ignore[arg-type]
+    m = [fit(float_mag(h), shape) for h in floats]
     v = [fit(finite_abs(values(h)), shape) for h in floats]
     with np.errstate(all="ignore"):
         if rule == "mul" and len(floats) == 2:

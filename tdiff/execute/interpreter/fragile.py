@@ -17,7 +17,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
 
-from .dataflow import eps_of, fit, is_float, mag_of, values
+from .dataflow import eps_of, fit, float_mag, is_float, mag_of, values
 
 FRAGILE = "_tdiff_fragile"
 
@@ -62,10 +62,10 @@ def compare(out: TensorHandle, a: Any, b: Any,
         return  # loads and constants, or exact operations: the comparison is the same on every backend
     shape = np.shape(out.data)
     va, vb = fit(values(a), shape), fit(values(b), shape)
-    ma, mb = fit(mag_of(a), shape), fit(mag_of(b), shape)  # type: ignore[arg-type]
+    ma, mb = fit(mag_of(a), shape), fit(mag_of(b), shape)
     with np.errstate(all="ignore"):
         close = np.isfinite(va) & np.isfinite(vb) & (va != vb) & (np.abs(va - vb) <= 2 * allowed(
-            np.abs(va), np.abs(vb), np.maximum(ma, mb)))
+            np.abs(va), np.abs(vb), np.maximum(ma, mb)))  # type: ignore[arg-type]  # (float operands: scales)
     if close.any():
         prev = fragile_of(out)
         set_fragile(out, close if prev is None else prev | close)
@@ -86,7 +86,7 @@ def near_pole(out: TensorHandle, operand: Any,
     if allowed is None or not isinstance(operand, TensorHandle) or not is_float(operand) or not eps_of(operand):
         return
     shape = np.shape(out.data)
-    v, m = fit(values(operand), shape), fit(mag_of(operand), shape)  # type: ignore[arg-type]
+    v, m = fit(values(operand), shape), fit(float_mag(operand), shape)
     with np.errstate(all="ignore"):
         av = np.abs(v)
         near = np.isfinite(v) & (m > av) & (av <= 2 * allowed(av, av, m))
@@ -104,18 +104,18 @@ def extreme_fragile(inp: Any, out: Any, axis: int | None, keep_dims: bool, large
     if allowed is None or not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi)) \
             or not eps_of(hi):
         return
-    vals, mag = values(hi), mag_of(hi)
+    vals, mag = values(hi), float_mag(hi)
     if vals.ndim == 0:
         return
     ax = -1 if axis is None else axis % vals.ndim
     if axis is None:
-        vals, mag = vals.reshape(-1), mag.reshape(-1)  # type: ignore[union-attr]
+        vals, mag = vals.reshape(-1), mag.reshape(-1)
     if vals.shape[ax] < 2:
         return
     with np.errstate(all="ignore"):
         s = np.sort(vals if largest else -vals, axis=ax)
         top, second = np.take(s, -1, axis=ax), np.take(s, -2, axis=ax)
-        m = np.max(mag, axis=ax)  # type: ignore[arg-type]
+        m = np.max(mag, axis=ax)
         near = np.isfinite(top) & np.isfinite(second) & (top - second <= 2 * allowed(np.abs(top), np.abs(second), m))
     if not near.any():
         return
@@ -157,8 +157,8 @@ def reduce_fragile(inp: Any, out: Any, axis: int | None, keep_dims: bool, scan: 
     shape = np.shape(ho.data)
     ax = None if axis is None or f.ndim == 0 else axis % f.ndim
     if scan:
-        r = np.logical_or.accumulate(f, axis=ax) if ax is not None else np.logical_or.accumulate(f.reshape(-1))
-    else:
-        r = f.any(axis=ax, keepdims=keep_dims) if ax is not None else f.any()
-    r = np.asarray(r)
+        acc: Any = np.logical_or.accumulate(f, axis=ax) if ax is not None else np.logical_or.accumulate(f.reshape(-1))
+    else:  # (acc: an array, or numpy's bool where no axis is given)
+        acc = f.any(axis=ax, keepdims=keep_dims) if ax is not None else f.any()
+    r = np.asarray(acc)
     set_fragile(ho, r.reshape(shape) if r.size == int(np.prod(shape, dtype=int)) else np.full(shape, bool(r.any())))

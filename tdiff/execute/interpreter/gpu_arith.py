@@ -144,8 +144,8 @@ class GpuArithmetic:
                     if px is not None:
                         a, b = px
                         exact = a.astype(np.float64) * b.astype(np.float64) + sign * np.asarray(y.data, np.float64)
-                    else:
-                        a, b = py  # type: ignore[misc]
+                    elif py is not None:  # (one of them is: returned above otherwise)
+                        a, b = py
                         exact = np.asarray(x.data, np.float64) + sign * (a.astype(np.float64) * b.astype(np.float64))
                     fma = exact.astype(data.dtype)
                 if not np.array_equal(np.broadcast_to(fma, data.shape), data, equal_nan=True):

@@ -104,7 +104,8 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
 
     # 0. a batch: every value carries a leading program axis (see `batched`)
     if batch:
-        for name, fn in batched.builder_methods(lambda: session.coords).items():
+        # (the coordinates are set whenever a batch runs)
+        for name, fn in batched.builder_methods(lambda: session.coords).items():  # type: ignore[arg-type,return-value]
             if hasattr(builder, name):
                 put(builder, name, fn)
         for name, value in batched.tensor_methods().items():
@@ -163,8 +164,7 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
         def width(lanes: int) -> None:
             session.widest = max(session.widest, lanes)
 
-        for name, fn in batched.access_methods(current, lambda: len(session.batch),  # type: ignore[arg-type]
-                                               seen, width).items():
+        for name, fn in batched.access_methods(current, session.batch_size, seen, width).items():
             put(builder, name, fn)
     # whether a load was given other= (the interpreter's frontend drops a falsy single-element one)
     session.other.install(put)
@@ -360,7 +360,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
             addrs = ptr.data.astype(np.uint64, copy=False)
             mag = ovf = None
             if dataflow.is_float(val):
-                mv = dataflow.mag_of(val)
+                mv = dataflow.float_mag(val)
                 mag = np.maximum(fit(mv, addrs.shape), fit(dataflow.own_mag(old), addrs.shape)) \
                     if isinstance(old, TensorHandle) and dataflow.is_float(old) else mv
                 carried = dataflow.ovf_of(val)  # damaged upstream of the atomic
@@ -403,7 +403,7 @@ def _memory_hooks(current: Callable[[str], Callable], session: Session) -> dict[
 def _loaded_batch(session: Session, vals: np.ndarray, active: np.ndarray | None, dtype: Any) -> None:
     """A batch's load (one lane set per program): each program's input edge ratio and largest finite
     loaded magnitude, as `create_masked_load` keeps them for one program."""
-    n = len(session.batch)  # type: ignore[arg-type]
+    n = session.batch_size()
     rows = vals.reshape(n, -1)
     live = None if active is None else np.broadcast_to(active, vals.shape).reshape(n, -1)
     session.edge = np.maximum(session.edge, dataflow.edge_ratios(rows, dtype, live))

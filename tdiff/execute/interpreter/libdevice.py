@@ -115,6 +115,7 @@ _FORWARD: dict[tuple[str, int], Any] = {}
 
 def _extern_wrapper(fn: Any) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # (defined where a reproducer embeds this module: its interpreter side's libdevice bridge)
         return _tdiff_libdevice(fn.__name__, *args)  # type: ignore[name-defined]  # noqa: F821
 
     return wrapper

@@ -148,7 +148,8 @@ class Memory:
         for a in self.split(addrs, active):
             r = a.region
             lanes = a.lanes if a.lanes is not None else slice(None)
-            program = per_lane if isinstance(per_lane, int) else per_lane[lanes]
+            program = per_lane[lanes] if isinstance(per_lane, np.ndarray) else per_lane  # type: ignore[assignment]
+            # (a program's number is an int, never the float lane_programs may give for other values)
             if r.mag is not None:
                 mag[lanes] = r.mag[a.idx]
             for attr in ("ovf", "fragile"):
@@ -167,7 +168,7 @@ class Memory:
     def _outside(self, r: Region, idx: np.ndarray, program: Programs) -> None:
         """Record loads of storage elements that belong to no view of the input (padding, gaps, the
         other half of a split): memory that is not the kernel's input."""
-        out = ~r.view[idx]  # type: ignore[index]
+        out = ~r.view[idx]  # type: ignore[index]  # (called for case inputs only: they have a view)
         if not out.any():
             return
         if not isinstance(program, int):  # the first such read is reported as the sequential run finds it
@@ -240,7 +241,8 @@ class Memory:
             r.eps = max(r.eps, eps)
             lanes = a.lanes if a.lanes is not None else slice(None)
             if not isinstance(per_lane, int):
-                program, edge, loaded = per_lane[lanes], edge_lanes[lanes], loaded_lanes[lanes]
+                # (in a batch each is an array, one value per lane)
+                program, edge, loaded = per_lane[lanes], edge_lanes[lanes], loaded_lanes[lanes]  # type: ignore[index]
             writers = r.array("writers", NOBODY, np.int32)
             if atomic and not isinstance(program, int):
                 self._atomic_batch(r, a.idx, program)
@@ -283,7 +285,7 @@ class Memory:
             self._race(r, "two programs wrote the same element", int(idx[i]), int(prev[i]), program,
                        int(np.count_nonzero(other)))
         if r.r1 is not None:
-            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]
+            r1, r2 = r.r1[idx], r.r2[idx]  # type: ignore[index]  # (r2 is made with r1)
             reader = np.where((r1 != NOBODY) & (r1 != program), r1, np.where((r2 != NOBODY) & (r2 != program),
                                                                             r2, NOBODY))
             hit = reader != NOBODY

@@ -19,6 +19,7 @@ from .dataflow import (
     eps_of,
     finite_abs,
     fit,
+    float_mag,
     is_float,
     mag_of,
     near_limit,
@@ -43,9 +44,9 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
     if fa is not None or fb is not None or fragile_of(d) is not None:  # each output on a row of a, a column of b
         f = np.zeros(shape, bool) | fit(fragile_of(d) if fragile_of(d) is not None else np.zeros(shape, bool), shape)
         if fa is not None and fa.ndim >= 2:
-            f |= fa.any(axis=-1)[..., :, None]
+            f |= fa.any(axis=-1)[..., :, None]  # type: ignore[index]  # (numpy: an axis given gives an array)
         if fb is not None and fb.ndim >= 2:
-            f |= fb.any(axis=-2)[..., None, :]
+            f |= fb.any(axis=-2)[..., None, :]  # type: ignore[index]
         set_fragile(out, f)
     if ma is None or mb is None or ma.ndim < 2:
         return elementwise(out, [a, b, d], "create_dot", above, left)
@@ -61,9 +62,9 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
     if oa is not None or ob is not None or od is not None:
         ovf = np.zeros(shape, bool)
         if oa is not None:
-            ovf |= oa.any(axis=-1)[..., :, None]
+            ovf |= oa.any(axis=-1)[..., :, None]  # type: ignore[index]  # (as above)
         if ob is not None:
-            ovf |= ob.any(axis=-2)[..., None, :]
+            ovf |= ob.any(axis=-2)[..., None, :]  # type: ignore[index]
         if od is not None:
             ovf |= fit(od, shape)
     out_vals = values(out)
@@ -102,7 +103,7 @@ def reduction(inp: Any, out: Any, axis: int | None, keep_dims: bool, terms_grow:
     hi, ho = getattr(inp, "handle", None), getattr(out, "handle", None)
     if not (isinstance(hi, TensorHandle) and isinstance(ho, TensorHandle) and is_float(hi) and is_float(ho)):
         return None
-    m, o = mag_of(hi), ovf_of(hi)
+    m, o = float_mag(hi), ovf_of(hi)
     vals = values(hi)
     shape = np.shape(ho.data)
     ax = None if axis is None else (axis % m.ndim if m.ndim else None)

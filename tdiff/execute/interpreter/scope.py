@@ -80,7 +80,7 @@ def _restore(obj: object, snap: dict[str, Any]) -> None:
             setattr(obj, name, value)
 
 
-_rewritten: dict[Callable, Callable] = {}
+_rewritten: dict[tuple[Callable, bool, bool, bool], Callable] = {}
 
 
 class _Rewriter(_interp.FunctionRewriter):
@@ -101,10 +101,10 @@ def rewritten(fn: Callable) -> Callable:
     """The interpreter's rewrite of a raw kernel function (cached per function), with tensor
     `and`/`or` made elementwise."""
     key = (fn, shims.ENABLED[shims.BOOL_OPS], shims.ENABLED[shims.CONSTEXPR_IS], shims.ENABLED[shims.INT_METHODS])
-    out = _rewritten.get(key)  # type: ignore[call-overload]
+    out = _rewritten.get(key)
     if out is None:
         out = _Rewriter(fn).rewrite_ast()
-        _rewritten[key] = out  # type: ignore[index]
+        _rewritten[key] = out
     return out
 
 

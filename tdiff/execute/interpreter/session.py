@@ -96,9 +96,10 @@ class Session:
     live: LiveArgs = field(default_factory=LiveArgs)
     grid: Program = (1, 1, 1)
     program: Program = (0, 0, 0)
-    edge: float = 0.0  # the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a
-    # value it computed came to its dtype's limit (dataflow.near_limit)
-    loaded: float = 0.0  # the running program's largest finite loaded magnitude
+    # edge: the running program's largest input edge ratio (see dataflow.edge_ratio), or 1 once a value it computed
+    # came to its dtype's limit (dataflow.near_limit); it and `loaded`, in a batch: arrays, one value per program
+    edge: float | np.ndarray = 0.0
+    loaded: float | np.ndarray = 0.0  # the running program's largest finite loaded magnitude
     # the running program took a branch (a Python `if` or `while` on a scalar tensor) on a fragile value: whatever it
     # stores after may differ on another backend (`fragile`); in a batch, an array over its programs
     swayed: bool | np.ndarray = False
@@ -164,14 +165,21 @@ class Session:
         a = np.asarray(lanes)
         return n if a.ndim >= 2 and a.shape[0] == len(self.batch) else n * len(self.batch)
 
+    def batch_size(self) -> int:
+        """How many programs the running batch holds (an error outside a batch)."""
+        if self.batch is None:
+            raise RuntimeError("no batch is running")
+        return len(self.batch)
+
     def owners(self, lanes: np.ndarray | None) -> np.ndarray:
         """Which of the batch's programs hold a true lane of `lanes` (a value with a leading program axis;
         a value the same for every program, or None, is held by all)."""
-        n = len(self.batch)  # type: ignore[arg-type]
+        n = self.batch_size()
         a = None if lanes is None else np.asarray(lanes)
         if a is None or a.ndim == 0 or a.shape[0] != n or (a.ndim == 1 and n > 1 and a.size == 1):
             return np.full(n, True if a is None else bool(np.any(a)))
-        return a.reshape(n, -1).any(axis=1)
+        held: np.ndarray = a.reshape(n, -1).any(axis=1)  # type: ignore[assignment]  # (an axis given: an array)
+        return held
 
     def close_allowance(self, operand: Any) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None:
         """How far apart two compared values of `operand`'s type may be and still compare either way on

@@ -113,7 +113,7 @@ def _install_aliases(interp: Any) -> None:
 def _install_bf16_reduce(interp: Any, used: Counter) -> None:
     cls = getattr(interp, "ReduceScanOpInterface", None)
     apply = getattr(cls, "apply", None)
-    if apply is None:  # pragma: no cover (every supported Triton has it)
+    if cls is None or apply is None:  # pragma: no cover (every supported Triton has it)
         return
 
     def apply_bf16(self: Any, input: Any) -> Any:

@@ -22,6 +22,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .support import STAGES
 
@@ -139,7 +140,9 @@ def _strip_locs(text: str) -> str:
 
 def _split_top(text: str) -> list[str]:
     """Split on commas outside (), <>, {} and []."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "(<{[":
             depth += 1
@@ -175,7 +178,7 @@ def fingerprint(text: str, stage: str) -> Fingerprint | None:
             return None
         args = tuple(re.sub(r"^%[\w.$-]+\s*:\s*", "", a) for a in _split_top(_balanced(clean, m.end() - 1)))
         shapes = frozenset(re.findall(r"tensor<([0-9x]+)x", clean))
-        module = ()
+        module: tuple[str, ...] = ()
         if stage == "ttgir":
             head = re.search(r"^module attributes \{(.*)\}\s*\{", clean, re.M)
             attrs = _split_top(head.group(1)) if head else []
@@ -238,7 +241,7 @@ class IrFile:
                                      + "; ".join(diff)
 
 
-def _text(kernel: object, stage: str) -> str:
-    asm = kernel.asm  # type: ignore[attr-defined]
+def _text(kernel: Any, stage: str) -> str:  # (kernel: Triton's CompiledKernel, untyped)
+    asm = kernel.asm
     value = asm[stage]
     return value if isinstance(value, str) else value.decode(errors="replace")

@@ -61,7 +61,7 @@ class StageLane:
 
     @property
     def name(self) -> str:
-        return f"from={self.stage}" if self.stage else f"ir={self.ir.path}"  # type: ignore[union-attr]
+        return f"from={self.stage}" if self.stage else f"ir={self.ir.path}"  # type: ignore[union-attr]  # (no stage: an IR file)
 
     def wrap(self, original: Callable[..., Any], state: CaseState) -> Callable[..., Any]:
         """`original` (JITFunction.run) as this lane runs it."""
@@ -80,7 +80,7 @@ class StageLane:
             try:
                 kernel = original(jit, *args, grid=grid, warmup=True, ir_override=str(path), **kwargs)
             except Exception as exc:
-                what = f"the {self.stage} of {describe(source)}" if self.stage else str(self.ir.path)  # type: ignore
+                what = f"the {self.stage} of {describe(source)}" if self.stage else str(self.ir.path)  # type: ignore[union-attr]  # (as in `name`)
                 raise LaneError(STAGE_COMPILE if self.stage else IR_COMPILE,
                                 f"compiled[{self.name}]: {what} did not compile ("
                                 f"{first_line(exc, 300)})") from exc
@@ -104,8 +104,8 @@ class StageLane:
             if self.stage:
                 known = (stage_file(source, self.stage, spec_id(source), describe(source)), None)
             else:
-                why = self.ir.mismatch(source)  # type: ignore[union-attr]
-                known = (None, why) if why is not None else (self.ir.copy, None)  # type: ignore[union-attr]
+                why = self.ir.mismatch(source)  # type: ignore[union-attr]  # (no stage: an IR file)
+                known = (None, why) if why is not None else (self.ir.copy, None)  # type: ignore[union-attr]  # (as above)
             self.paths[source.hash] = known
         if known[1] is not None:
             state.skipped.append(known[1])

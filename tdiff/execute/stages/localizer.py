@@ -24,6 +24,7 @@ from ...core import kernels
 from ...core.backend_spec import BackendSpec
 from ...core.case import Case
 from ...core.outcome import Outcome
+from ..backends.base import Target
 from ..plan import LaunchPlan, deterministic_empty, route_launches
 from . import bisect as bis
 from .ablate import Lowering, below_mlir, without_pass
@@ -126,7 +127,7 @@ class Localized:
 
 # ------------------------------------------------------------------ the case's compile jobs
 
-def capture_jobs(target: Any, case: Case, spec: BackendSpec, arch: int) -> list[CompileJob]:
+def capture_jobs(target: Target, case: Case, spec: BackendSpec, arch: int) -> list[CompileJob]:
     """The compile job of each specialization the case launches (in launch order), compiled here for
     `sm_<arch>` without a GPU: the check's `launch` runs on CPU copies of the inputs with every kernel launch
     compiled (`warmup=True`) instead of run, with the lane's launch options and autotune config."""
@@ -159,7 +160,7 @@ def capture_jobs(target: Any, case: Case, spec: BackendSpec, arch: int) -> list[
     return list(jobs.values())
 
 
-def export_stage(check: Any, case: Case, stage: str, arch: int, spec: BackendSpec = COMPILED) -> list[Path]:
+def export_stage(check: Target, case: Case, stage: str, arch: int, spec: BackendSpec = COMPILED) -> list[Path]:
     """Write the `stage` text (or cubin) of every specialization the case launches, pinned to its
     specialization, as content-hashed files (in `ir_override.store_dir()`): the files to edit and run back
     through `compiled[ir=<file>]`. Compiles here, for `sm_<arch>`, without a GPU."""
@@ -238,6 +239,7 @@ def localize_job(job: CompileJob, base: BackendSpec, run: Run, agrees: Agrees, m
         loc.snapshot = runner.files.get((found.first_diverge.stage, found.first_diverge.text))
         loc.before = runner.files.get((found.last_agree.stage, found.last_agree.text))
         if len(found.suspects) == 1:
+            # (a bisection that found a pass names its stage)
             call = pipeline.builder_of(found.stage, found.suspect_points[0].index - 1)  # type: ignore[arg-type]
             if call is not None and budget > 0:
                 loc.builder = str(call)
@@ -268,7 +270,7 @@ def _below_checks(pipeline: Pipeline, runner: _Runner, budget: int) -> list[Chec
 
     if budget > 0:
         for low in below_mlir(pipeline.job, reference):
-            attempt(low.label, lambda low=low: low)
+            attempt(low.label, lambda low=low: low)  # type: ignore[misc]  # (mypy infers no lambda with a default)
     seen: set[tuple[str, int]] = set()
     for i, entry in enumerate(pipeline.passes("llir")):
         call = pipeline.builder_of("llir", i)
@@ -276,14 +278,15 @@ def _below_checks(pipeline: Pipeline, runner: _Runner, budget: int) -> list[Chec
             continue
         seen.add((call.builder, call.occurrence))
         label = f"without {entry.pass_name} ({call})"
-        if attempt(label, lambda call=call, label=label: without_pass(pipeline, call, label)).result == bis.AGREE:
+        if attempt(label, lambda call=call, label=label: without_pass(  # type: ignore[misc]  # (as above)
+                pipeline, call, label)).result == bis.AGREE:
             break
     return out
 
 
 # ------------------------------------------------------------------ the case
 
-def localize(check: Any, case: Case, *, run: Run, agrees: Agrees, spec: BackendSpec = COMPILED,
+def localize(check: Target, case: Case, *, run: Run, agrees: Agrees, spec: BackendSpec = COMPILED,
              arch: int | None = None, max_runs: int = 40) -> Localized:
     """Name the compiler pass after which `case` goes wrong, for a case whose verdict is `compiled wrong`.
 

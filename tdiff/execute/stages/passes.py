@@ -233,7 +233,7 @@ class Planted(Layer):
         if self.phase == "first":
             return self.split_at is None
         if self.phase == "rest":
-            return call.index > self.split_at  # type: ignore[operator]
+            return call.index > self.split_at  # type: ignore[operator]  # (set before the phase turns to "rest")
         return True
 
     def added(self, call: PassCall) -> None:

@@ -57,7 +57,7 @@ def cuda_options() -> type:
 
 
 def option_names() -> frozenset[str]:
-    return frozenset(cuda_options().__dataclass_fields__)
+    return frozenset(cuda_options().__dataclass_fields__)  # type: ignore[attr-defined]  # (a dataclass, untyped)
 
 
 def require_ir_override() -> None:

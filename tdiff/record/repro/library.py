@@ -1,7 +1,8 @@
 """The code a reproducer embeds, rendered from the source of tdiff's own modules, so it cannot drift.
 
-`shim_library()`: `tdiff.compat` and the interpreter's shim modules (`undefined`, `shim_names`, `shims`,
-`libdevice`, `stock`), one after the other, for the interpreter side; `runtime_source()`: the tolerance formula
+`shim_library()`: `tdiff.compat` and the interpreter's shim modules (`undefined`, `shim_names`, `shim_switches`,
+`bf16_shims`, `rewrite_shims`, `shims`, `libdevice`, `stock`), one after the other, for the interpreter side;
+`runtime_source()`: the tolerance formula
 (`tdiff.core.tolerance.allowed`, `within`) and `runtime` without its case block. Each module is taken
 whole, less its docstring (a comment names it), `from __future__` and its imports of tdiff; the names
 those imports bring must be defined by what comes before (checked here), and no two modules may
@@ -21,7 +22,9 @@ from . import runtime
 #: the interpreter side's library, in dependency order (each imports only numpy, triton, the standard
 #: library and the modules before it)
 LIBRARY = ("tdiff.compat", "tdiff.execute.interpreter.undefined", "tdiff.execute.interpreter.shim_names",
-           "tdiff.execute.interpreter.shims", "tdiff.execute.interpreter.libdevice", "tdiff.execute.interpreter.stock")
+           "tdiff.execute.interpreter.shim_switches", "tdiff.execute.interpreter.bf16_shims",
+           "tdiff.execute.interpreter.rewrite_shims", "tdiff.execute.interpreter.shims",
+           "tdiff.execute.interpreter.libdevice", "tdiff.execute.interpreter.stock")
 CASE_START = "# ------------------------------------------------------------------ the case ("
 CASE_END = "# ------------------------------------------------------------------ end of the case"
 

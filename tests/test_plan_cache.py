@@ -1,6 +1,6 @@
 """The boundary plan kept between runs (tdiff.drive.plan_cache): built once, loaded after, the very same planned
-cases; built again where the declaration changed or the stored plan no longer draws its cases; never kept for a
-plan of a random seed."""
+cases; built again where the declaration changed or the stored plan no longer draws its cases; the check's own plan
+in every profile."""
 
 import json
 
@@ -72,12 +72,16 @@ def test_the_key_follows_the_declaration(tmp_path):
     assert plan_cache.key(check, params) != plan_cache.key(narrower, params)
 
 
-def test_a_plan_of_a_random_seed_is_not_kept(tmp_path, monkeypatch):
+def test_a_plan_is_the_check_ids_in_every_profile_and_kept(tmp_path, monkeypatch):
+    # (the dev profile draws its random search at random; its plan is the check's, as in ci)
     monkeypatch.delenv("CI", raising=False)
     (check,) = checks_of(P.knob_kernel)
-    plan, _ = _plan(check, tdiff.RunOptions(profile="dev", run_dir=tmp_path / "run", database=None))
-    assert plan["cache"] == "off"
-    assert not (tmp_path / "run" / plan_cache.FOLDER).exists()
+    dev = tdiff.RunOptions(profile="dev", run_dir=tmp_path / "run", database=None)
+    first, built = _plan(check, dev)
+    again, loaded = _plan(check, dev)
+    assert (first["cache"], again["cache"]) == ("built", "loaded") and built == loaded
+    other, rebuilt = _plan(check, tdiff.RunOptions(profile="dev", run_dir=tmp_path / "other", database=None))
+    assert other["cache"] == "built" and rebuilt == built  # (another run directory: built again, the same plan)
 
 
 def test_the_json_totals_count_plans_by_how_they_came():
@@ -85,4 +89,4 @@ def test_the_json_totals_count_plans_by_how_they_came():
 
     records = [{"plan": {"cache": "built", "seconds": 0.5}}, {"plan": {"cache": "loaded", "seconds": 0.1}},
                {"plan": {"cache": "loaded", "seconds": 0.2}}, {"plan": {}}]
-    assert _plans(records) == {"built": 1, "loaded": 2, "off": 0, "seconds": 0.8}
+    assert _plans(records) == {"built": 1, "loaded": 2, "seconds": 0.8}

@@ -4,8 +4,8 @@ and later runs load it from the run directory (`<run dir>/plans/`, never committ
 
 A stored plan is used only where its key matches (`key`: those inputs hashed) and where its choice sequences,
 replayed through the check's strategy as it is now, draw the very cases the plan drew (`Case.digest`); else the
-plan is built again and stored over it. Only a seeded plan is kept (a derandomized run's, seeded by the check's
-id, or `--tdiff-seed`'s): a plan of a random seed is the run's alone.
+plan is built again and stored over it. A plan is seeded by the check's id (or `--tdiff-seed`) in every profile
+(`tdiff.drive.search.planned`), so every run finds it.
 """
 
 from __future__ import annotations

@@ -90,3 +90,14 @@ def test_the_json_totals_count_plans_by_how_they_came():
     records = [{"plan": {"cache": "built", "seconds": 0.5}}, {"plan": {"cache": "loaded", "seconds": 0.1}},
                {"plan": {"cache": "loaded", "seconds": 0.2}}, {"plan": {}}]
     assert _plans(records) == {"built": 1, "loaded": 2, "seconds": 0.8}
+
+
+def test_a_declaration_whose_key_cannot_be_read_is_planned_not_kept(tmp_path, monkeypatch):
+    def unreadable(check, params):
+        raise OSError("source not found")
+
+    monkeypatch.setattr(plan_cache, "key", unreadable)
+    (check,) = checks_of(P.knob_kernel)
+    plan, cases = _plan(check, _opts(tmp_path))
+    assert plan["cache"] == "built" and plan["rows"] >= 1 and cases
+    assert not (tmp_path / "run" / plan_cache.FOLDER).exists()

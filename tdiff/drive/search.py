@@ -99,8 +99,11 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
     # id, in every profile (the random search after it draws at random where the profile does)
     seed = options.seed if options.seed is not None else stable_seed(check.id)
     t0 = time.perf_counter()
-    plan_key = plan_cache.key(check, (rows, least, seed, options.thresholds))
-    plan = plan_cache.load(options.run_dir, plan_key, strategy)
+    try:
+        plan_key: str | None = plan_cache.key(check, (rows, least, seed, options.thresholds))
+    except Exception:  # noqa: BLE001 - a declaration whose parts cannot be read back: built, not kept
+        plan_key = None
+    plan = plan_cache.load(options.run_dir, plan_key, strategy) if plan_key is not None else None
     cache = "built" if plan is None else "loaded"
     if plan is None:
         try:
@@ -110,7 +113,8 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
         except Exception as exc:  # drawing failed: the search proper will say why
             result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
             return settings, []
-        plan_cache.store(options.run_dir, plan_key, plan)
+        if plan_key is not None:
+            plan_cache.store(options.run_dir, plan_key, plan)
     # (the plan's build or load time, and whether it was loaded from an earlier run: `plan_cache`)
     result.plan = {**plan.coverage.as_dict(), "seconds": round(time.perf_counter() - t0, 3), "cache": cache}
     result.plan_line = plan.coverage.line()

@@ -9,7 +9,7 @@ not, and stops early when none can be judged; a derandomized one is seeded by th
 from __future__ import annotations
 
 import hashlib
-import random
+import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +23,7 @@ from ..core.case import Case
 from ..core.settings import hypothesis_settings
 from ..errors import DeclarationError
 from ..generate.plan import ADDRESSING_PAIRS, boundary_plan
+from . import plan_cache
 from .case_judge import HangBudgetSpent
 from .pipeline import CasePipeline, CaseRecord, drawn_cases
 
@@ -94,17 +95,28 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
     rows, least = plan_budget(options, settings.max_examples)
     if rows <= 0 or Phase.reuse not in settings.phases:
         return settings, []
-    # the same seed as the search's: a derandomized plan is the check id's, a seeded one the seed's
-    seed = options.seed if options.seed is not None else stable_seed(check.id) if settings.derandomize \
-        else random.getrandbits(64)
+    # a plan is a function of the check's declaration (`plan_cache`): seeded by `--tdiff-seed`, else by the check's
+    # id, in every profile (the random search after it draws at random where the profile does)
+    seed = options.seed if options.seed is not None else stable_seed(check.id)
+    t0 = time.perf_counter()
     try:
-        plan = boundary_plan(strategy, rows, seed, least=least)
-    except DeclarationError:
-        raise
-    except Exception as exc:  # drawing failed: the search proper will say why
-        result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
-        return settings, []
-    result.plan = plan.coverage.as_dict()
+        plan_key: str | None = plan_cache.key(check, (rows, least, seed, options.thresholds))
+    except Exception:  # noqa: BLE001 - a declaration whose parts cannot be read back: built, not kept
+        plan_key = None
+    plan = plan_cache.load(options.run_dir, plan_key, strategy) if plan_key is not None else None
+    cache = "built" if plan is None else "loaded"
+    if plan is None:
+        try:
+            plan = boundary_plan(strategy, rows, seed, least=least)
+        except DeclarationError:
+            raise
+        except Exception as exc:  # drawing failed: the search proper will say why
+            result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
+            return settings, []
+        if plan_key is not None:
+            plan_cache.store(options.run_dir, plan_key, plan)
+    # (the plan's build or load time, and whether it was loaded from an earlier run: `plan_cache`)
+    result.plan = {**plan.coverage.as_dict(), "seconds": round(time.perf_counter() - t0, 3), "cache": cache}
     result.plan_line = plan.coverage.line()
     if not plan.choices:
         return settings, []

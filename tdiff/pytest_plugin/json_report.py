@@ -30,6 +30,11 @@ def payload(ran: list[Any]) -> dict:
         "compiles": sum(s["compiles"] for s in records),
         "compile_seconds": round(sum(s["compile_seconds"] for s in records), 3),
         "compile_only": compile_only_total(records),
+        # specializations compiled (on a GPU, and compile-only's) per case drawn
+        "compiles_per_case": round((sum(s["compiles"] for s in records)
+                                    + sum((s.get("compile_only") or {}).get("compiled", 0) for s in records))
+                                   / max(1, sum(s["cases"] for s in records)), 3),
+        "plans": _plans(records),
         "seconds": _sum_seconds(records),
         "wall": round(sum(s["wall"] for s in records), 3),
         # failed checks whose every failing divergence is a finding (judge.findings), and the other failures
@@ -38,6 +43,19 @@ def payload(ran: list[Any]) -> dict:
     }
     return {"format": FORMAT, "totals": totals, "worked_around": [r.as_json() for r in aggregate(records)],
             "checks": [r.as_json() for r in sorted(ran, key=lambda r: r.record["id"])]}
+
+
+def _plans(records: list[dict]) -> dict:
+    """The boundary plans: how many were built and how many loaded from an earlier run (`tdiff.drive.plan_cache`),
+    and the seconds building or loading them took."""
+    out: dict = {"built": 0, "loaded": 0, "seconds": 0.0}
+    for s in records:
+        plan = s.get("plan") or {}
+        if plan.get("cache") in out:
+            out[plan["cache"]] += 1
+        out["seconds"] += plan.get("seconds", 0.0)
+    out["seconds"] = round(out["seconds"], 3)
+    return out
 
 
 def _sum_seconds(records: list[dict]) -> dict[str, float]:

@@ -5,6 +5,7 @@ and check and record memory, installed for one session's launch (`instrumented`)
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,7 +73,10 @@ _NOT_VALUES = ("get_grid", "get_null", "set_grid", "create_get_program_id", "cre
                "create_histogram")
 
 
-def _value_methods(cls: type) -> list[str]:
+@functools.lru_cache(maxsize=8)
+def _value_methods(cls: type) -> tuple[str, ...]:
+    """The builder methods that make values (hooked for op classes and dataflow): a function of the class, so
+    found once per process, not at every launch."""
     names = []
     for name in dir(cls):
         if not (name.startswith("create_") or name.startswith("get_")) or name.endswith("_ty"):
@@ -80,7 +84,7 @@ def _value_methods(cls: type) -> list[str]:
         if name.startswith(_NOT_VALUES) or name in dataflow.SPECIAL or not callable(getattr(cls, name)):
             continue
         names.append(name)
-    return names
+    return tuple(names)
 
 
 def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[object, str, Any]]:

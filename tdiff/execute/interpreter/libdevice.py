@@ -11,6 +11,7 @@ Standalone (numpy, triton and `shims`): reproducers embed this module's source.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import types
@@ -136,22 +137,29 @@ def _forwarding_code(name: str, arity: int) -> Any:
     return _FORWARD[key]
 
 
-def install_libdevice(put: Callable[[object, str, Any], None], dispatch: Callable[..., Any]) -> None:
-    """Make every libdevice stub call `dispatch(name, *args)`, with `put(object, attribute, value)`."""
+@functools.lru_cache(maxsize=1)
+def _swaps() -> tuple[tuple[Any, Any], ...]:
+    """Every (function, code) swap `install_libdevice` makes, found once per process (the modules' functions do not
+    change; their code is swapped and put back around each launch): the libdevice stubs, each given the code that
+    forwards to the dispatcher, and the backend's libdevice (`tl.extra.cuda.libdevice`): `@core.extern` builtins,
+    whose wrapper refuses to run outside the compiler; swapping its code covers every name it is bound to."""
     stubs = importlib.import_module("triton.language.extra.libdevice")
-    put(stubs, "_tdiff_libdevice", dispatch)
-    for name, fn in list(vars(stubs).items()):
-        if isinstance(fn, types.FunctionType) and fn.__module__ == stubs.__name__ and not name.startswith("_"):
-            put(fn, "__code__", _forwarding_code(name, fn.__code__.co_argcount))
-    # the backend's libdevice (`tl.extra.cuda.libdevice`): `@core.extern` builtins, whose wrapper refuses to
-    # run outside the compiler; swapping its code covers every name it is bound to
-    core = importlib.import_module("triton.language.core")
-    put(core, "_tdiff_libdevice", dispatch)
+    out = [(fn, _forwarding_code(name, fn.__code__.co_argcount)) for name, fn in list(vars(stubs).items())
+           if isinstance(fn, types.FunctionType) and fn.__module__ == stubs.__name__ and not name.startswith("_")]
     try:
         cuda = importlib.import_module("triton.language.extra.cuda.libdevice")
     except ImportError:  # pragma: no cover
-        return
+        return tuple(out)
     for fn in list(vars(cuda).values()):
         inner = getattr(fn, "__wrapped__", None)
         if isinstance(fn, types.FunctionType) and inner is not None and fn.__code__.co_freevars == ("fn",):
-            put(fn, "__code__", _EXTERN_CODE)
+            out.append((fn, _EXTERN_CODE))
+    return tuple(out)
+
+
+def install_libdevice(put: Callable[[object, str, Any], None], dispatch: Callable[..., Any]) -> None:
+    """Make every libdevice stub call `dispatch(name, *args)`, with `put(object, attribute, value)`."""
+    put(importlib.import_module("triton.language.extra.libdevice"), "_tdiff_libdevice", dispatch)
+    put(importlib.import_module("triton.language.core"), "_tdiff_libdevice", dispatch)
+    for fn, code in _swaps():
+        put(fn, "__code__", code)

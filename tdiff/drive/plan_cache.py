@@ -134,7 +134,10 @@ def load(run_dir: Path | None, plan_key: str, strategy: Any) -> Any:
         stored = json.loads(path.read_text())
         if stored.get("format") != FORMAT or stored.get("key") != plan_key:
             return None
-        choices = [choices_from_bytes(bytes.fromhex(c)) for c in stored["choices"]]
+        parsed = [choices_from_bytes(bytes.fromhex(c)) for c in stored["choices"]]
+        choices: list[tuple[Any, ...]] = [c for c in parsed if c is not None]
+        if len(choices) != len(parsed):
+            return None
         coverage = Coverage(**stored["coverage"])
         cases = []
         for c, digest in zip(choices, stored["digests"], strict=True):

@@ -154,7 +154,7 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
         gpu_arith.GpuArithmetic(rounder, trace.modelled, halves=halves).install(builder, put)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
-    for name in _value_methods(cls):
+    for name in _value_methods(cls):  # type: ignore[arg-type]  # (a class is hashable; type[Any] is not to mypy)
         put(builder, name, _value_hook(name, current(name), session))
     put(builder, "create_dot", _dot_hook(current("create_dot"), session))
 

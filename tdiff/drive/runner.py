@@ -33,13 +33,14 @@ from ..judge.opinions import Opinions, choose
 from ..record import corpus as corpus_mod
 from ..record import corpus_union
 from ..record.results import CheckResult, Divergence
+from ..record.status import Status
 from . import finish as steps_mod
 from .case_judge import CaseJudge, HangBudgetSpent, SetupError
 from .pipeline import CasePipeline, CaseRecord
 from .search import search
 from .status import Facts, Replayed, coverage_note, decide_status
 
-__all__ = ["CheckResult", "Divergence", "Progress", "Runner", "verify", "opinions_for"]
+__all__ = ["CheckResult", "Divergence", "Progress", "Runner", "Status", "verify", "opinions_for"]
 
 
 def opinions_for(check: Check, options: RunOptions) -> Opinions:
@@ -149,10 +150,11 @@ class Runner:
             result.notes.append(error)
         # (an error beats kernel code that never ran: its lines are not looked up then)
         never_ran = result.uncovered() if self.options.coverage == "require" and error is None else []
-        result.status, result.why = decide_status(Facts(
+        status, result.why = decide_status(Facts(
             expects_failure=check.expects_failure(), error=error, replays=replays, failures=len(result.failures),
             judged=result.judged, never_ran=never_ran))
-        if never_ran and result.status != "error":
+        result.status = Status(status)
+        if never_ran and result.status != Status.ERROR:
             result.notes.append(coverage_note(never_ran))
         result.enter(None)
         result.wall = time.perf_counter() - t0
@@ -382,7 +384,7 @@ def verify(kernel: Any, *, options: RunOptions | None = None, executor: Any = No
                         "has no @tdiff.check")
     runner = Runner(opts, executor)
     results = [runner.run_check(c) for c in checks]
-    bad = [r for r in results if r.status in ("failed", "error")]
+    bad = [r for r in results if r.status.bad]
     if bad:
         raise DivergenceError("\n\n".join(r.report() or f"{r.check_id}: {r.status}" for r in bad), results)
     return results

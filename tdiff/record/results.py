@@ -12,6 +12,7 @@ from typing import Any
 from ..core.case import Case
 from ..judge.evidence import Evidence
 from ..judge.verdict import Verdict
+from .status import Status
 
 
 @dataclass
@@ -37,7 +38,7 @@ class CheckResult:
     check_id: str
     item_name: str
     opinions: tuple[str, ...]  # backend specs run on every case
-    status: str = "passed"  # "passed", "failed", "skipped" or "error"
+    status: Status = Status.PASSED
     cases: int = 0  # cases run
     judged: int = 0  # cases with at least one pair of outcomes compared
     discarded: Counter = field(default_factory=Counter)  # not judged at all, by reason
@@ -118,7 +119,7 @@ class CheckResult:
         """The failures' reports, then the notes where `notes` says (by default: where the check failed or
         errored)."""
         parts = [d.report for d in self.failures]
-        if self.status in ("failed", "error") if notes is None else notes:
+        if self.status.bad if notes is None else notes:
             parts += [f"tdiff: {n}" for n in self.notes]
         return "\n\n".join(parts)
 

@@ -4,6 +4,7 @@ environment."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -60,10 +61,12 @@ def replay(args: argparse.Namespace) -> int:
             counts["error"] += 1
             print(f"ERROR   {entry.path}: {exc}")
             continue
-        result = runner.new_result(check)
-        status = runner.replay_entry(check, entry, result, reproduce_known=True).state
+        replayed = runner.replay_entry(check, entry, reproduce_known=True)
+        status = replayed.state
         counts[status] += 1
         label = "STALE" if status == "fixed" else status.upper()
+        result = dataclasses.replace(runner.new_result(check), notes=replayed.notes,
+                                     divergences=(replayed.divergence,) if replayed.divergence else ())
         print(f"{label:10} {entry.path} ({check.id}; compared: {result.compared})")
         if status not in ("passed",):
             # (each entry's own replay, not a check's run: an unreadable entry's notes read as an error's)

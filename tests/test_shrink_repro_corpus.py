@@ -100,7 +100,7 @@ def test_planted_faulty_backend_is_shrunk_small(tmp_path):
 
 def _judge(check, opts):
     runner = Runner(opts)
-    return runner.judge(check, runner.new_result(check))
+    return runner.judge(check)
 
 
 def test_shrink_makes_layouts_contiguous_and_zeroes_what_does_not_matter():

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from ..record.results import Divergence
 from ..record.status import Status
 
 #: the states of a replayed corpus entry (`Replayed.state`); "conflict": copies of an entry that disagree
@@ -18,10 +20,17 @@ REPLAY_STATES = ("passed", "failed", "known", "fixed", "not judged", "error", "c
 @dataclass(frozen=True)
 class Replayed:
     """What replaying one corpus entry found: its state, and the note that says why it fails (or errors) the
-    check where it does ("" if none)."""
+    check where it does ("" if none); the entry's id (None: a conflict, replayed from none of its copies), the
+    notes replaying it made, in order, the other Triton it was recorded under, its known divergence still showing
+    (entry path, recorded divergence), and the divergence it failed with."""
 
     state: str
     note: str = ""
+    entry: str | None = None
+    notes: tuple[str, ...] = ()
+    recorded_under: str | None = None
+    known: tuple[Any, dict[str, Any]] | None = None
+    divergence: Divergence | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ environment."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -33,7 +32,7 @@ def _find_check(meta: dict) -> Any:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from .drive.runner import Runner
+    from .drive.runner import Runner, opinions_for
 
     given = {"backends": args.backends, "isolation": args.isolation, "timeout": args.timeout,
              "repro-dir": args.repro_dir or "none", "corpus": "none",
@@ -65,12 +64,13 @@ def replay(args: argparse.Namespace) -> int:
         status = replayed.state
         counts[status] += 1
         label = "STALE" if status == "fixed" else status.upper()
-        result = dataclasses.replace(runner.new_result(check), notes=replayed.notes,
-                                     divergences=(replayed.divergence,) if replayed.divergence else ())
-        print(f"{label:10} {entry.path} ({check.id}; compared: {result.compared})")
+        print(f"{label:10} {entry.path} ({check.id}; compared: {opinions_for(check, opts).describe()})")
         if status not in ("passed",):
             # (each entry's own replay, not a check's run: an unreadable entry's notes read as an error's)
-            text = result.report(notes=status == "error") or "\n".join(result.notes)
+            div = replayed.divergence
+            parts = [div.report] if div is not None and div.verdict.failed else []
+            parts += [f"tdiff: {n}" for n in replayed.notes] if status == "error" else []
+            text = "\n\n".join(parts) or "\n".join(replayed.notes)
             print("\n".join("        " + line for line in text.splitlines()))
     runner.executor.close()
     print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "

@@ -59,3 +59,16 @@ def test_no_reader_reads_a_record_by_a_string_key():
              for n, line in enumerate((ROOT / path).read_text().splitlines(), 1) if KEY_READ.search(line)]
     assert not found, "\n".join(found)
     assert KEY_READ.search('    x = s["cases"]') and KEY_READ.search("d.get('repro')")  # (the pattern finds one)
+
+
+def test_a_check_result_is_assembled_in_one_place():
+    # (its fields set once: `Runner.new_result` says what the check is, `Runner.run_check` completes it)
+    import pytest
+
+    result = _result()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.status = Status.PASSED  # type: ignore[misc]
+    made = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "tdiff").rglob("*.py"))
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if re.search(r"\bCheckResult\(|replace\(\s*result\b", line)]
+    assert [m.split(":")[0] for m in made] == ["tdiff/drive/runner.py"] * 2, made

@@ -35,7 +35,7 @@ from ..execute.workers import InProcess, Pool, shared_pool
 from ..judge.opinions import Opinions, choose
 from ..record import corpus as corpus_mod
 from ..record import corpus_union
-from ..record.results import CheckResult, Divergence
+from ..record.results import CheckResult, Divergence, uncovered
 from ..record.status import Status
 from ..record.tally import Tally
 from . import finish as steps_mod
@@ -160,8 +160,8 @@ class Runner:
         result = self.new_result(check)
         lines_run, lines_executable = tally.lines_run, tally.lines_executable
         # (an error beats kernel code that never ran: its lines are not looked up then)
-        never_ran = dataclasses.replace(result, lines_run=lines_run, lines_executable=lines_executable).uncovered() \
-            if self.options.coverage == "require" and error is None else []
+        never_ran = uncovered(lines_run, lines_executable) if self.options.coverage == "require" and error is None \
+            else []
         status, why = decide_status(Facts(
             expects_failure=check.expects_failure(), error=error, replays=replays,
             failures=sum(1 for d in divergences if d.verdict.failed), judged=tally.judged, never_ran=never_ran))
@@ -169,8 +169,8 @@ class Runner:
         if never_ran and status != Status.ERROR:
             after.append(coverage_note(never_ran))
         tally.enter(None)
-        return dataclasses.replace(
-            result, status=status, why=why, started=started, pid=pid, wall=time.perf_counter() - t0,
+        return dataclasses.replace(result,  # (the one place a check's result is completed)
+            status=status, why=why, started=started, pid=pid, wall=time.perf_counter() - t0,
             environments=environments, here=here, ahead=done,
             cases=tally.cases, judged=tally.judged, discarded=tally.discarded, max_examples=tally.max_examples,
             search_shrinks=tally.search_shrinks, caveats=tally.caveats, caveat_examples=tally.caveat_examples,

@@ -4,6 +4,7 @@ read by the plugin, the CLI and `tdiff.verify`."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,15 +127,7 @@ class CheckResult:
 
     def uncovered(self) -> list[str]:
         """The kernel lines no interpreter run of this check executed, one description per function."""
-        from ..execute.interpreter.coverage import describe, ranges
-
-        out = []
-        for key in sorted(self.lines_executable):
-            code = self.lines_executable[key]
-            missed = ranges(code - self.lines_run.get(key, set()), code)
-            if missed:
-                out.append(describe(key, missed))
-        return out
+        return uncovered(self.lines_run, self.lines_executable)
 
     def caveat_lines(self) -> list[str]:
         """One line per kind of caveat: how many cases, and the first example."""
@@ -142,3 +135,17 @@ class CheckResult:
         for kind, n in sorted(self.caveats.items()):
             out.append(f"{n} case(s): {self.caveat_examples[kind]}")
         return out
+
+
+def uncovered(lines_run: Mapping[str, set[int]], lines_executable: Mapping[str, frozenset[int]]) -> list[str]:
+    """The kernel lines of `lines_executable` (function key -> lines with code) not in `lines_run`, one
+    description per function."""
+    from ..execute.interpreter.coverage import describe, ranges
+
+    out = []
+    for key in sorted(lines_executable):
+        code = lines_executable[key]
+        missed = ranges(code - lines_run.get(key, set()), code)
+        if missed:
+            out.append(describe(key, missed))
+    return out

@@ -4,11 +4,12 @@ parentheses only where they change what the code means)."""
 from __future__ import annotations
 
 import ast
+from functools import partial
 
 from .text import Edit, Text, function_of, is_atom, operand, short
 
 
-def _operands(node: ast.AST) -> list[ast.AST]:
+def _operands(node: ast.AST) -> list[ast.expr]:
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
     if isinstance(node, ast.UnaryOp):  # (not `-1.0` -> `1.0`, `-float("inf")` -> `float("inf")`: no simpler)
@@ -52,11 +53,11 @@ def expressions(t: Text) -> list[Edit]:
         for child in _operands(node):
             text, atom = t.segment(child), is_atom(child)
             out.append(Edit(f"line {node.lineno}: `{short(t.segment(node))}` -> `{short(text)}`",
-                            lambda a=a, b=b, text=text, atom=atom: operand(t, a, b, text, atom)))
+                            partial(operand, t, a, b, text, atom)))
         condition = isinstance(node, (ast.Compare, ast.BoolOp)) or \
             isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
         if condition:
             for value in ("True", "False"):
                 out.append(Edit(f"line {node.lineno}: `{short(t.segment(node))}` -> {value}",
-                                lambda a=a, b=b, value=value: t.splice(a, b, value)))
+                                partial(t.splice, a, b, value)))
     return out

@@ -8,6 +8,7 @@ import ast
 import re
 import textwrap
 from collections.abc import Callable
+from functools import partial
 
 from .text import Edit, Text, function_of, is_atom, operand, short
 
@@ -52,7 +53,7 @@ def aliases(t: Text) -> list[Edit]:
         reads = all_reads.get(name, [])
         text = t.segment(value) if not isinstance(value, ast.UnaryOp) else f"({t.segment(value)})"  # (`-1 ** 2`)
         out.append(Edit(f"line {node.lineno}: `{name}` replaced by `{short(text)}`",
-                        lambda node=node, reads=reads, text=text: _inline(t, node, reads, text)))
+                        partial(_inline, t, node, reads, text)))
     return out
 
 
@@ -62,7 +63,7 @@ def _inline(t: Text, node: ast.stmt, reads: list[ast.Name], text: str) -> str:
         src = src[:a] + text + src[b:]
     lines = src.splitlines(keepends=True)  # (the value has no newline: the assignment's lines are where they were)
     first, last = node.lineno, node.end_lineno
-    return "".join(lines[:first - 1] + lines[last:])  # type: ignore[index]
+    return "".join(lines[:first - 1] + lines[last:])
 
 
 #: a line an edit that joins code (`temporaries`, `signature`) makes may be this long (ruff's default for this project)
@@ -84,7 +85,7 @@ def temporaries(t: Text) -> list[Edit]:
             continue
         text = _substitute(t, node, used[0])
         if text is not None:  # (made here, once: whether it fits is known only from the text)
-            out.append(Edit(f"line {node.lineno}: `{name}` inlined where it is read", lambda text=text: text))
+            out.append(Edit(f"line {node.lineno}: `{name}` inlined where it is read", partial(str, text)))
     return out
 
 
@@ -94,9 +95,9 @@ def _substitute(t: Text, node: ast.Assign, read: ast.Name) -> str | None:
     a, b = t.span(read)
     src = operand(t, a, b, t.segment(node.value), is_atom(node.value))
     lines = src.splitlines(keepends=True)
-    if any(len(line.rstrip("\n")) > MAX_LINE for line in lines[read.lineno - 1:read.end_lineno]):  # type: ignore[misc]
+    if any(len(line.rstrip("\n")) > MAX_LINE for line in lines[read.lineno - 1:read.end_lineno]):
         return None
-    return "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])  # type: ignore[index]
+    return "".join(lines[:node.lineno - 1] + lines[node.end_lineno:])
 
 
 def signature(t: Text) -> list[Edit]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from .text import Edit, Text, block_lines, blocks, function_of, is_range
@@ -57,7 +58,9 @@ def deletions(t: Text) -> list[Edit]:
         while True:
             for start in range(0, n, size):
                 chunk = block[start:start + size]
-                out.append(_delete(t, block, chunk))
+                edit = _delete(t, block, chunk)
+                if edit is not None:
+                    out.append(edit)
             if size == 1:
                 break
             size = max(1, size // 2)
@@ -105,7 +108,7 @@ def _else(t: Text, node: ast.If, indent: str) -> Callable[[], str]:
     inner = node.orelse[0]
     if len(node.orelse) == 1 and isinstance(inner, ast.If) and t.lines[inner.lineno - 1].lstrip().startswith("elif"):
         def elif_() -> str:
-            lines = t.lines[inner.lineno - 1:inner.end_lineno]  # type: ignore[misc]
+            lines = t.lines[inner.lineno - 1:inner.end_lineno]
             lines[0] = re.sub(r"^(\s*)elif", r"\1if", lines[0], count=1)
             return t.replace_lines(node.lineno, node.end_lineno, lines)  # type: ignore[arg-type]
         return elif_
@@ -130,7 +133,7 @@ def one_iteration(t: Text) -> list[Edit]:
         if t.segment(stop) == text:
             continue
         out.append(Edit(f"line {node.lineno}: loop cut to one iteration",
-                        lambda a=a, b=b, text=text: t.splice(a, b, text)))
+                        partial(t.splice, a, b, text)))
     return out
 
 
@@ -147,6 +150,6 @@ def keywords(t: Text) -> list[Edit]:
             rest = [p for j, p in enumerate(parts) if j != len(node.args) + i]
             text = f"{head}({', '.join(rest)})"
             name = k.arg or "**"
-            out.append(Edit(f"line {node.lineno}: `{name}=` dropped", lambda a=a, b=b, text=text: t.splice(a, b, text)))
+            out.append(Edit(f"line {node.lineno}: `{name}=` dropped", partial(t.splice, a, b, text)))
     return out
 

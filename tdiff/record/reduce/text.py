@@ -97,7 +97,7 @@ def dedent(lines: list[str], by: int) -> list[str]:
 
 def block_lines(t: Text, block: list[ast.stmt], indent: str) -> list[str]:
     """The lines of `block`, re-indented to `indent`."""
-    lines = t.lines[block[0].lineno - 1:block[-1].end_lineno]  # type: ignore[misc]
+    lines = t.lines[block[0].lineno - 1:block[-1].end_lineno]
     have = len(t.indent(block[0].lineno))
     return [indent + line if line.strip() else line for line in dedent(lines, have)]
 

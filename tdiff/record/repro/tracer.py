@@ -21,15 +21,15 @@ class Tracer:
     atomics within a launch (data races), and float-to-int casts out of range. Its hooks sit on the
     interpreter's builder over the shims (`current`)."""
 
-    def __init__(self, storages: dict, views: dict[str, dict]) -> None:
+    def __init__(self, storages: dict[str, torch.Tensor], views: dict[str, dict[str, Any]]) -> None:
         import triton.runtime.interpreter as interp
 
-        self.regions: list[tuple] = []
-        self.found: list[dict] = []
+        self.regions: list[tuple[str, int, int, int]] = []
+        self.found: list[dict[str, Any]] = []
         self.launch = 0
-        self.seen: dict = {}
+        self.seen: dict[tuple[int, str, int], list[Any]] = {}
         self.atomic_sync = False
-        self.inside = {}
+        self.inside: dict[str, np.ndarray] = {}
         for name, st in storages.items():
             self.add(name, st)
             v = views[name]
@@ -124,7 +124,7 @@ class Tracer:
         outside[np.flatnonzero(live)[~inside]] = True
         return outside.reshape(np.shape(ptrs.data))
 
-    def _conflicts(self, op: str, name: str, elems: np.ndarray, pid: tuple) -> None:
+    def _conflicts(self, op: str, name: str, elems: np.ndarray, pid: tuple[int, ...]) -> None:
         for e in elems.tolist():
             key = (self.launch, name, e)
             readers, writer = self.seen.setdefault(key, [set(), None])
@@ -140,11 +140,11 @@ class Tracer:
                     self.race(name, e, min(other), pid, "write of an element another program read")
                 self.seen[key][1] = pid
 
-    def race(self, name: str, e: int, first: tuple, second: tuple, what: str) -> None:
+    def race(self, name: str, e: int, first: tuple[int, ...], second: tuple[int, ...], what: str) -> None:
         self.found.append({"kind": "race", "targets": [name], "text": f"{what}: programs {first} and {second}, "
                            f"element {e} of the storage of `{name}` (launch {self.launch})"})
 
-    def findings(self) -> list[dict]:
+    def findings(self) -> list[dict[str, Any]]:
         out, seen = [], set()
         for f in self.found:
             if f["kind"] == "race" and self.atomic_sync:

@@ -32,7 +32,7 @@ def _find_check(meta: dict) -> Any:
 
 
 def replay(args: argparse.Namespace) -> int:
-    from .drive.runner import Runner
+    from .drive.runner import Runner, opinions_for
 
     given = {"backends": args.backends, "isolation": args.isolation, "timeout": args.timeout,
              "repro-dir": args.repro_dir or "none", "corpus": "none",
@@ -60,14 +60,17 @@ def replay(args: argparse.Namespace) -> int:
             counts["error"] += 1
             print(f"ERROR   {entry.path}: {exc}")
             continue
-        result = runner.new_result(check)
-        status = runner.replay_entry(check, entry, result, reproduce_known=True).state
+        replayed = runner.replay_entry(check, entry, reproduce_known=True)
+        status = replayed.state
         counts[status] += 1
         label = "STALE" if status == "fixed" else status.upper()
-        print(f"{label:10} {entry.path} ({check.id}; compared: {result.compared})")
+        print(f"{label:10} {entry.path} ({check.id}; compared: {opinions_for(check, opts).describe()})")
         if status not in ("passed",):
             # (each entry's own replay, not a check's run: an unreadable entry's notes read as an error's)
-            text = result.report(notes=status == "error") or "\n".join(result.notes)
+            div = replayed.divergence
+            parts = [div.report] if div is not None and div.verdict.failed else []
+            parts += [f"tdiff: {n}" for n in replayed.notes] if status == "error" else []
+            text = "\n\n".join(parts) or "\n".join(replayed.notes)
             print("\n".join("        " + line for line in text.splitlines()))
     runner.executor.close()
     print(f"tdiff replay: {counts['passed']} passed, {counts['failed']} failed, {counts['known']} known, "

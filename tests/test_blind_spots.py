@@ -33,7 +33,7 @@ def run(kernel, name="tdiff", **changes):
 def verdict(kernel, **inputs):
     check = tdiff.checks_of(kernel)[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    v, _ = runner.judge(check, runner.new_result(check)).verdict(
+    v, _ = runner.judge(check).verdict(
         Case({k: tensor_arg(x) for k, x in inputs.items()}))
     return v
 

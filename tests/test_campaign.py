@@ -273,7 +273,7 @@ def entries(tmp_path_factory):
     runner = tdiff.Runner(tdiff.RunOptions(isolation="none", corpus_dir=root, repro_dir=None,
                                            backends=("interpreter",)))
     check = _check()
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     for n in (7, 8, 9):
         case = _case(np.ones(n))
         verdict, ev = judge.verdict(case)
@@ -351,18 +351,16 @@ def test_pytest_replays_several_corpora_each_entry_once(entries, tmp_path):
     assert opts.corpora() == [tmp_path / ".tdiff" / "corpus", c1, c2]
     runner = tdiff.Runner(opts)
     check = _check()
-    result = runner.new_result(check)
-    runner.replay_corpora(check, result, runner.judge(check, result))
-    assert sorted(i for i, _ in result.replayed) == sorted(e.name for e in entries)
-    assert {s for _, s in result.replayed} == {"failed"}
+    replays = runner.replay_corpora(check)
+    assert sorted(r.entry for r in replays) == sorted(e.name for e in entries)
+    assert {r.state for r in replays} == {"failed"}
 
     c3 = _corpus(tmp_path, "c3", entries[:1], expect="divergence")
     runner = tdiff.Runner(opts.with_(corpus_more=(c1, c3)))
-    result = runner.new_result(check)
-    replays = runner.replay_corpora(check, result, runner.judge(check, result))
+    replays = runner.replay_corpora(check)
     assert decide_status(Facts(replays=replays))[0] == "error"  # (the status the run decides at its end)
-    assert any("conflict" in n and '"expect"' in n for n in result.notes)
-    assert [i for i, _ in result.replayed] == [entries[1].name]
+    assert any("conflict" in n and '"expect"' in n for r in replays for n in r.notes)
+    assert [r.entry for r in replays if r.entry is not None] == [entries[1].name]
 
 
 # ---------------------------------------------------------------- the campaign report

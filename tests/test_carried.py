@@ -27,7 +27,7 @@ def check(name):
 
 def verdict(chk, **inputs):
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(chk, runner.new_result(chk))
+    judge = runner.judge(chk)
     return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=True)
 
 

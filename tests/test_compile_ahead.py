@@ -2,6 +2,7 @@
 specialization from being compiled twice, and the compile workers' protocol. The compiles themselves need a GPU
 (tests/test_gpu.py)."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -145,14 +146,13 @@ def test_the_totals_line_counts_what_was_compiled_ahead():
     from tdiff.record.summary import record, total_lines
 
     r = CheckResult("m::k[tdiff]", "k[tdiff]", ("compiled", "interpreter"), compiles=3, compile_seconds=0.6,
-                    cache_loads=12, compile_wait=0.25)
-    r.ahead = {"workers": 2, "cases": 15, "done": 15, "compiles": 12, "compile_seconds": 0.85, "loads": 0,
-               "taken": 1, "stopped": False, "wall": 8.0, "errors": []}
+                    cache_loads=12, compile_wait=0.25,
+                    ahead={"workers": 2, "cases": 15, "done": 15, "compiles": 12, "compile_seconds": 0.85, "loads": 0,
+                           "taken": 1, "stopped": False, "wall": 8.0, "errors": []})
     line = total_lines([record(r)])[0]
     assert "3 specializations compiled in 0.6s; 12 compiled ahead by compile workers in 0.8s (the GPU workers " \
            "waited 0.2s for them), 12 loaded from Triton's cache" in line, line
-    r.ahead = {}
-    assert "compiled ahead" not in total_lines([record(r)])[0]
+    assert "compiled ahead" not in total_lines([record(dataclasses.replace(r, ahead={}))])[0]
 
 
 def test_compile_workers_only_for_the_plain_compiled_opinion(monkeypatch):
@@ -167,11 +167,11 @@ def test_compile_workers_only_for_the_plain_compiled_opinion(monkeypatch):
                                              (("interpreter",), 3, 0),
                                              (("compiled", "interpreter"), 0, 0)):
             r = R.Runner(RunOptions(backends=backends, compile_ahead=ahead_option), executor=pool)
-            assert r.ahead_workers(r.judge(check, r.new_result(check))) == want, backends
+            assert r.ahead_workers(r.judge(check)) == want, backends
         r = R.Runner(RunOptions(backends=("compiled", "interpreter")), executor=pool)
-        assert r.ahead_workers(r.judge(check, r.new_result(check))) == ahead.auto_workers() >= 1
+        assert r.ahead_workers(r.judge(check)) == ahead.auto_workers() >= 1
         monkeypatch.setattr(R, "gpu_available", lambda: False)
-        assert r.ahead_workers(r.judge(check, r.new_result(check))) == 0
+        assert r.ahead_workers(r.judge(check)) == 0
     finally:
         pool.close()
 

@@ -17,7 +17,7 @@ def verdict(kernel, final=True, **inputs):
     """The final verdict on one case of `kernel`'s first check (or of a check given itself)."""
     check = kernel.__tdiff_checks__[0] if hasattr(kernel, "__tdiff_checks__") else kernel
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=final)
 
 
@@ -39,7 +39,7 @@ def test_a_factor_cast_to_float16_before_it_meets_a_large_one_is_an_intermediate
     b = torch.tensor([0.0, 65504.0], dtype=torch.float16).reshape(1, 2, 1)
     check = next(c for c in S.lib._swiglu_forward_kernel.__tdiff_checks__ if c.name == "forward")
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     v, _ = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(b), "gate_multiplier": 2.0}), final=True)
     assert v.label == V.INTERMEDIATE_UNDERFLOW and v.finding, v
     assert "underflowed at" in v.reasons[0] and "silu(a_row).cast(b_row.dtype) * b_row" in v.reasons[0]

@@ -118,8 +118,7 @@ def test_launch_keys_predict_real_compiles():
         runner = Runner(opts, pool)
         for kernel in kernels.values():
             for check in tdiff.checks_of(kernel):
-                result = runner.new_result(check)
-                judge = runner.judge(check, result)
+                judge = runner.judge(check)
                 seen = 0
                 for case in _cases(check, 6):
                     _, ev = judge.verdict(case)
@@ -187,7 +186,7 @@ def test_range_edge_kernels_pass_compiled_vs_interpreted():
                            (H.small_matmul, {"a": torch.tensor([[top, 1.0], [float("inf"), -2.0]]),
                                              "b": torch.tensor([[1.0, -1.0], [top, 3.0]])})):
         check = kernel.__tdiff_checks__[0]
-        judge = runner.judge(check, runner.new_result(check))
+        judge = runner.judge(check)
         v, ev = judge.verdict(Case({k: tensor_arg(t) for k, t in inputs.items()}))
         results.append((check.kernel_name, v.label, [k for k, _ in v.notes]))
         assert not v.failed, (check.kernel_name, v, v.notes)
@@ -397,8 +396,7 @@ def test_compiled_variants_of_an_elementwise_kernel_agree_bit_for_bit():
 
     runner = tdiff.Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
     (check,) = tdiff.checks_of(vector_add.add_kernel)
-    judge = runner.judge(check, runner.new_result(check),
-                         Opinions(parse_all(("compiled", "compiled[num_warps=2]")), ((0, 1),)))
+    judge = runner.judge(check, opinions=Opinions(parse_all(("compiled", "compiled[num_warps=2]")), ((0, 1),)))
     for n in (1, 255, 257, 1000):
         x, y = torch.randn(n), torch.randn(n)
         case = Case({"x": tensor_arg(x), "y": tensor_arg(y)})
@@ -420,7 +418,7 @@ def test_a_compiled_tf32_dot_of_minus_inf_and_a_subnormal_passes_as_the_gpus_ari
     a[0, 0], m[0, 0] = -float("inf"), b
     check = next(c for c in G.dot16.__tdiff_checks__ if c.name == f"{prec}_compiled")
     runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     v, ev = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(m)}), final=True)
     compiled = ev.outcomes["compiled"]
     assert compiled.error is None, compiled.error

@@ -114,7 +114,7 @@ def test_the_judge_primes_a_repeated_opinion():
     check = add_kernel.__tdiff_checks__[0]
     runner = tdiff.Runner(tdiff.RunOptions(backends=("interpreter", "interpreter:reversed", "interpreter:reversed"),
                                            profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     x = torch.ones(5)
     case = Case({"x": tensor_arg(x), "y": tensor_arg(x), "n": 5})
     ev = judge.evidence(case)

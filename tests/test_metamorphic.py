@@ -66,7 +66,7 @@ def _judge(kernel, specs):
     runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
     check = _check(kernel)
     opinions = Opinions(parse_all(specs), ((0, 1),), "test", parse_all(("reference",)))
-    return runner.judge(check, runner.new_result(check), opinions)
+    return runner.judge(check, opinions=opinions)
 
 
 def test_the_reference_decides_a_disagreement_and_is_not_run_otherwise():

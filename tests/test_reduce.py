@@ -34,7 +34,7 @@ BUG = "w_ptr + (cols - start)"  # the planted bug's expression (tests/reduce_ker
 def _judge(kernel):
     check = checks_of(kernel)[0]
     runner = Runner(RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
-    return runner.judge(check, runner.new_result(check))
+    return runner.judge(check)
 
 
 def _rows_case(cols=17):

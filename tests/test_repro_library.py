@@ -37,7 +37,7 @@ WRONG = ("tests.faulty:FaultyFirstProgram", "interpreter")
 def _written(tmp_path, check, case):
     """The verdict, its evidence and the reproducer tdiff keeps (it verified it in a fresh process)."""
     runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None, backends=WRONG))
-    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    verdict, ev = runner.judge(check).verdict(case)
     assert verdict.failed and verdict.kind == "values", verdict.label
     path = repro.write(tmp_path / "repro", check, case, verdict, ev, timeout=120)
     return verdict, ev, path
@@ -244,7 +244,7 @@ def test_live_runs_the_fixed_kernel_from_its_module(tmp_path, monkeypatch):
                         x=tst.tensors(shape=(4,)))(live_kernel_module.shift).__tdiff_checks__[-1]
     case = Case({"x": tensor_arg(torch.tensor([1.0, 2.0, 3.0, 4.0]))})
     runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None))
-    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    verdict, ev = runner.judge(check).verdict(case)
     path = repro.write(tmp_path / "repro", check, case, verdict, ev, timeout=120)  # (it exits 1: verified)
     assert "python repro.py --live" in path.read_text() and str(project) in path.read_text()
     (project / "live_kernel_module.py").write_text(_KERNEL_SOURCE.format(step="2.0"))  # the user's fix

@@ -44,7 +44,7 @@ def test_judging_many_cases_resolves_each_target_once(monkeypatch):
     monkeypatch.setattr(R, "from_ops", lambda *a, **k: calls.append(a) or real(*a, **k))
     check = S.offset_roundtrip.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     for i in range(4):
         x = torch.arange(8, dtype=torch.float32) + i
         judge.verdict(Case({"x": tensor_arg(x)}))

@@ -35,7 +35,7 @@ def half(*values):
 def verdict(kernel, **inputs):
     check = kernel.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}))
 
 
@@ -231,7 +231,7 @@ def test_without_a_reference_a_flag_forgives_as_an_unmeasured_caveat():
 def _final(kernel, **inputs):
     check = kernel.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}), final=True)
 
 
@@ -298,7 +298,7 @@ def test_the_float32_runs_are_the_reference_computed_in_float32_and_ignore_their
 
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
     check = S.layer_norm_two_pass.__tdiff_checks__[0]
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     k = sensitivity.PERTURBATIONS + 1
     assert sensitivity.native(k) and judge.rerun_spec(Rerun(PERTURBED, k=k)).label == "reference:fp32"
     assert judge.rerun_spec(Rerun(PERTURBED, k=1)).label == "reference:fp64"
@@ -345,7 +345,7 @@ def test_an_index_among_values_a_faithful_float32_rounding_apart_may_come_out_ei
 
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
     check = S.argmax_offset.__tdiff_checks__[0]
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     last = sensitivity.PERTURBATIONS + sensitivity.NATIVE + sensitivity.FAITHFUL
     assert judge.rerun_spec(Rerun(PERTURBED, k=last)).label == f"reference:fp32:faithful{sensitivity.FAITHFUL}"
     assert BackendSpec.parse(f"reference:fp32:faithful{last}").faithful == last

@@ -227,7 +227,7 @@ def test_the_reproducers_interpreter_computes_what_tdiffs_did(tmp_path, shim, ne
     check = _check(kernel, x, backends)
     case = Case({"x": tensor_arg(x)})
     runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None, backends=backends))
-    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    verdict, ev = runner.judge(check).verdict(case)
     assert verdict.failed and verdict.kind == "values", verdict.label
     ours = ev.outcomes["interpreter"]
     assert ours.error is None, ours.error

@@ -100,7 +100,7 @@ def test_planted_faulty_backend_is_shrunk_small(tmp_path):
 
 def _judge(check, opts):
     runner = Runner(opts)
-    return runner.judge(check, runner.new_result(check))
+    return runner.judge(check)
 
 
 def test_shrink_makes_layouts_contiguous_and_zeroes_what_does_not_matter():
@@ -124,10 +124,10 @@ def test_corrupted_corpus_entries_give_readable_errors(tmp_path):
     verdict, ev = _judge(check, opts).verdict(case)
     path = corpus.write(tmp_path, check, case, verdict, ev)
     (res,) = tdiff.verify(K.double_kernel, options=opts)
-    assert res.replayed == [(path.name, "passed")]
+    assert res.replayed == ((path.name, "passed"),)
     (path.parent / "removed-entry").mkdir()  # an empty folder (left by a sync) is no entry
     (res,) = tdiff.verify(K.double_kernel, options=opts)
-    assert res.replayed == [(path.name, "passed")]
+    assert res.replayed == ((path.name, "passed"),)
     (path.parent / "removed-entry" / "tensors.npz").write_bytes(b"")  # a folder with files but no entry.json is
     with pytest.raises(tdiff.DivergenceError, match=r"entry.json is missing"):
         tdiff.verify(K.double_kernel, options=opts)

@@ -188,8 +188,8 @@ def test_the_controllers_summary_imports_neither_torch_nor_triton():
     from tdiff.record.results import CheckResult
     from tdiff.record.summary import record
 
-    result = CheckResult("m::k[tdiff]", "k[tdiff]", ("interpreter", "reference"), compared="interpreter, reference")
-    result.cases = result.judged = 3
+    result = CheckResult("m::k[tdiff]", "k[tdiff]", ("interpreter", "reference"), compared="interpreter, reference",
+                         cases=3, judged=3)
     result.shims[BF16_ARITH] = 3
     code = textwrap.dedent(f"""
         import json, sys

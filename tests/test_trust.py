@@ -103,9 +103,7 @@ def test_a_bug_in_a_padded_view_fails_whatever_else_the_tensor_holds():
     values[3, 1] = np.finfo(np.float32).min
     t = torch.from_numpy(storage).as_strided((8, 2), (6, 1))
     t.copy_(torch.from_numpy(values))
-    judge = tdiff.Runner(OPTS.with_(isolation="none")).judge(H.add_one_ignores_row_stride.__tdiff_checks__[0],
-                                                             tdiff.Runner(OPTS).new_result(
-                                                                 H.add_one_ignores_row_stride.__tdiff_checks__[0]))
+    judge = tdiff.Runner(OPTS.with_(isolation="none")).judge(H.add_one_ignores_row_stride.__tdiff_checks__[0])
     v, ev = judge.verdict(Case({"t": tensor_arg(t, "padded")}))
     assert v.failed and v.label == V.OUTSIDE_VIEW
     (pair,) = ev.pairs
@@ -142,7 +140,7 @@ def test_differences_at_the_range_edge_pass_with_a_note():
     def verdict(kernel, **inputs):
         check = kernel.__tdiff_checks__[0]
         runner = tdiff.Runner(OPTS.with_(isolation="none"))
-        judge = judge_of.setdefault(kernel, runner.judge(check, runner.new_result(check)))
+        judge = judge_of.setdefault(kernel, runner.judge(check))
         return judge.verdict(Case({k: tensor_arg(v) for k, v in inputs.items()}))
 
     top = float(np.finfo(np.float32).max)
@@ -169,7 +167,7 @@ def test_a_reference_that_overflows_where_the_kernel_does_not_asks_the_float64_r
     # run (not yet there when the pair is first compared) shows the reference is the one at the range edge
     check = H.stable_hypot.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     x, y = torch.tensor([3e19, 1.0]), torch.tensor([4e19, 2.0])
     v, ev = judge.verdict(Case({"x": tensor_arg(x), "y": tensor_arg(y)}))
     assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
@@ -183,7 +181,7 @@ def test_a_product_that_underflows_is_not_forgiven_where_it_is_amplified():
     # underflowing rstd cube, is this class: a widened scale passed its finding)
     check = H.weighted_share.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     w, x = torch.tensor([4.203895392974451e-45]), torch.tensor([0.629275])
     v, _ = judge.verdict(Case({"w": tensor_arg(w), "x": tensor_arg(x)}))
     assert v.label == V.VS_REFERENCE, v
@@ -226,7 +224,7 @@ def test_a_float16_accumulator_in_a_tf32_matmul_fails_where_no_side_ran_tf32():
     # one float16 rounding of the sum (1.0001 -> 1.0) is within tf32's allowance, not within float32's
     check = H.tf32_matmul_fp16_acc.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     v, _ = judge.verdict(Case({"a": tensor_arg(torch.tensor([[1.0001]])), "b": tensor_arg(torch.tensor([[1.0]]))}))
     assert v.label == V.VS_REFERENCE, v
 
@@ -238,7 +236,7 @@ def test_an_error_of_tf32_size_fails_where_no_side_ran_tf32():
     assert label(r) == [V.VS_REFERENCE], r.report()
     check = H.tf32_matmul_truncates_the_sum.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     a, b = torch.tensor([[1.0 + 2.0**-12]]), torch.tensor([[3.0]])
     v, _ = judge.verdict(Case({"a": tensor_arg(a), "b": tensor_arg(b)}))
     assert v.label == V.VS_REFERENCE, v
@@ -251,7 +249,7 @@ def test_agreeing_with_the_reference_only_within_tf32_blames_no_backend():
     check = H.tf32_matmul.__tdiff_checks__[0]
     runner = tdiff.Runner(OPTS.with_(isolation="none", backends=(
         "tests.faulty:FakeCompiledTf32High", "tests.faulty:FaultyInterpreterTf32Low", "reference")))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     v, _ = judge.verdict(Case({"a": tensor_arg(torch.tensor([[1.0]])), "b": tensor_arg(torch.tensor([[1.0]]))}))
     assert v.label == V.VS_REFERENCE and v.pair == ("interpreter", "reference"), v
     assert "only within tf32's allowance" in v.reasons[0], v.reasons
@@ -261,7 +259,7 @@ def test_an_argmax_among_near_ties_passes_and_an_exact_tie_rule_is_judged():
     def verdict(kernel, x):
         check = kernel.__tdiff_checks__[0]
         runner = tdiff.Runner(OPTS.with_(isolation="none"))
-        return runner.judge(check, runner.new_result(check)).verdict(Case({"x": tensor_arg(x)}))[0]
+        return runner.judge(check).verdict(Case({"x": tensor_arg(x)}))[0]
 
     # 1 and the next float32 both round to 1000 + 1: the kernel's own rounding ties them, the reference does not, and
     # one rounding of the inputs moves the reference's argmax: either index is right (measured, the flag named)
@@ -435,13 +433,12 @@ def test_a_limited_corpus_entry_is_not_passed(tmp_path):
     check = H.inline_asm_double.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.ones(4))})
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
-    v, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    v, ev = runner.judge(check).verdict(case)
     assert v.label == V.NOT_JUDGED
     fake = V.Verdict("interpreter wrong", kind="values")
     path = corpus.write(tmp_path, check, case, fake, ev)
-    result = runner.new_result(check)
-    assert runner.replay_entry(check, corpus.Entry(path), result).state == "not judged"
-    assert result.replayed == [(path.name, "not judged")]
+    replayed = runner.replay_entry(check, corpus.Entry(path))
+    assert (replayed.entry, replayed.state) == (path.name, "not judged")
     assert main(["replay", str(path), "--isolation", "none"]) == 1
 
 
@@ -552,7 +549,7 @@ def test_the_float64_run_decides_nothing_when_the_launch_takes_another_path():
     def runs(kernel):
         check = kernel.__tdiff_checks__[0]
         runner = tdiff.Runner(OPTS.with_(isolation="none"))
-        judge = runner.judge(check, runner.new_result(check))
+        judge = runner.judge(check)
         from tdiff.core.backend_spec import BackendSpec
 
         return judge.run(case, [judge.spec(BackendSpec("interpreter")), judge.rerun_spec(FLOAT64_RUN)])
@@ -580,7 +577,7 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
     check = K.double_kernel.__tdiff_checks__[0]
     case = Case({"x": tensor_arg(torch.arange(5, dtype=torch.float32))})
     runner = tdiff.Runner(opts)
-    verdict, ev = runner.judge(check, runner.new_result(check)).verdict(case)
+    verdict, ev = runner.judge(check).verdict(case)
     assert verdict.failed and verdict.kind == "values"
     path = corpus.write(tmp_path, check, case, verdict, ev)
     meta = json.loads((path / "entry.json").read_text())
@@ -588,10 +585,10 @@ def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_
     (path / "entry.json").write_text(json.dumps(meta))
     (entry,) = corpus.entries_for(tmp_path, check)
     same = tdiff.Runner(opts)
-    assert same.replay_entry(check, entry, same.new_result(check)).state == "known"
+    assert same.replay_entry(check, entry).state == "known"
     crashing = tdiff.Runner(opts.with_(backends=("tests.faulty:AlwaysRaises", "interpreter")))
-    result = crashing.new_result(check)
-    assert crashing.replay_entry(check, entry, result).state == "failed"
+    result = crashing.replay_entry(check, entry)
+    assert result.state == "failed" and result.divergence is not None
     assert any("now fails otherwise" in n for n in result.notes), result.notes
 
 

@@ -40,7 +40,7 @@ def dyt() -> bool:
               f"(alpha * x = {np.float32(1e-20) * np.float32(1e-19):.3g}, subnormal)")
     runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5,
                                            isolation="none"))
-    judge = runner.judge(check, runner.new_result(check))
+    judge = runner.judge(check)
     case = Case({"x": tensor_arg(x), "alpha": tensor_arg(alpha), "gamma": tensor_arg(gamma),
                  "beta": tensor_arg(torch.zeros(n)), "have_beta": False}, config=0, dims={"N": n})
     v, _ = judge.verdict(case, final=True)

@@ -145,7 +145,7 @@ def run_one(check: Check, seed: int, examples: int | None, isolation: str, origi
 def original_verdict(runner: Any, original: Check, case: Any) -> str:
     """The original (unmutated) check's verdict on a case a mutant failed."""
     try:
-        verdict, _ = runner.judge(original, runner.new_result(original)).verdict(case)
+        verdict, _ = runner.judge(original).verdict(case)
     except Exception as exc:
         return f"error: {type(exc).__name__}: {exc}"
     return verdict.label

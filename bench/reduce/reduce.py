@@ -91,7 +91,7 @@ def corpus_rows(budget: float, only: list[str], save: Path | None, rows: list[di
             _import(k["module"], str(ROOT / k["file"]) if k.get("file") else None)
             check = _registered(k["module"], k["name"], k.get("check", "tdiff"))
             runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None, shrink_budget=0))
-            judge = runner.judge(check, runner.new_result(check))
+            judge = runner.judge(check)
             case = entry.load_case(check)
             verdict, ev = judge.verdict(case, final=True)
         except Exception as exc:  # noqa: BLE001 - a row saying why

@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
 
     clock = Clock()
     clock.wrap(runner.Runner, "run_check", "tdiff's loop (other)")
-    clock.wrap(runner.Runner, "replay_corpora", "replaying the corpus")
+    clock.wrap(runner.Runner, "replay_entry", "replaying the corpus")
     clock.wrap(runner.Runner, "finish", "shrinking, reproducer, corpus entry")
     clock.wrap(search, "search", "drawing cases (hypothesis, strategies)")
     clock.wrap(case_judge.CaseJudge, "verdict", "judging (evidence, comparison, verdict)")

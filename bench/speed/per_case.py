@@ -108,7 +108,7 @@ def tdiff_case(runner: Runner, check, case: Case) -> None:
     key = (id(runner), check.id)
     judge = _judges.get(key)
     if judge is None:
-        judge = _judges[key] = runner.judge(check, runner.new_result(check))
+        judge = _judges[key] = runner.judge(check)
     verdict, _ = judge.verdict(case)
     assert not verdict.failed, str(verdict)
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.backend_spec import COMPILE_ONLY, BackendSpec
+from ..core.backend_spec import BackendSpec
 from ..core.case import Case
 from ..core.outcome import Outcome
 from ..core.rerun import (
@@ -32,7 +32,7 @@ from ..judge.opinions import Opinions
 from ..judge.rules import Declared, Rules
 from ..judge.sensitivity import faithful, flushed, native, perturbed_case
 from ..judge.verdict import NOT_JUDGED, UNDEFINED, UNSPECIFIED, Verdict, decide
-from ..record.results import CheckResult
+from ..record.tally import Tally
 
 #: after a hang, runs of the check wait this many times its slowest good run (at least HANG_FLOOR s)
 HANG_FACTOR = 10.0
@@ -90,7 +90,7 @@ class CaseJudge:
     check: Any
     opinions: Opinions
     options: RunOptions
-    result: CheckResult
+    tally: Tally = field(default_factory=Tally)  # what its cases and runs add up to
     timeouts: Timeouts = field(init=False)
     roles: dict[str, BackendSpec] = field(default_factory=dict)  # outcome label -> the spec that made it
     _rules: Rules | None = field(default=None, init=False, repr=False)
@@ -118,23 +118,11 @@ class CaseJudge:
         jobs = [Job(self.target(), s, c) for s, c in zip(specs, cases or [case] * len(specs))]
         t0 = time.perf_counter()
         outcomes = self.executor.run_many(jobs, timeout)
-        self.result.spent["waiting on reruns" if cases else "waiting on opinions"] += time.perf_counter() - t0
+        self.tally.spent["waiting on reruns" if cases else "waiting on opinions"] += time.perf_counter() - t0
         self.timeouts.observe(outcomes, timeout)
         if self.timeouts.hung:
-            self.result.hang_timeout = self.timeouts.current()
-        for o in outcomes:
-            self.result.seconds[o.backend] = self.result.seconds.get(o.backend, 0.0) + o.seconds
-            if o.role.kind == COMPILE_ONLY:  # (compiled without a GPU, apart from the compiled backend's compiles)
-                done = self.result.compile_only
-                done["compiled"] += o.compiles
-                done["seconds"] += o.compile_seconds
-                done["marked"] += o.cache_loads
-                done["skipped"] += o.compile_skipped
-                continue
-            self.result.compiles += o.compiles
-            self.result.compile_seconds += o.compile_seconds
-            self.result.cache_loads += o.cache_loads
-            self.result.compile_wait += o.compile_wait
+            self.tally.hang_timeout = self.timeouts.current()
+        self.tally.ran(outcomes)
         return outcomes
 
     def _outcomes(self, case: Case, opinions: Opinions) -> dict[str, Outcome]:
@@ -167,7 +155,7 @@ class CaseJudge:
         t0 = time.perf_counter()
         ev = gather(case, self.check.kernel_name, outcomes, self.rules(), pairs)
         ev.reference_on_divergence = opinions.reference_on_divergence
-        self.result.spent["judging"] += time.perf_counter() - t0
+        self.tally.spent["judging"] += time.perf_counter() - t0
         return ev
 
     def rules(self) -> Rules:
@@ -236,41 +224,11 @@ class CaseJudge:
                 t0 = time.perf_counter()
                 ev = gather(case, self.check.kernel_name, ev.outcomes, self.rules(), pairs, extra.get(FLOAT64_RUN),
                             extra)
-                self.result.spent["judging"] += time.perf_counter() - t0
+                self.tally.spent["judging"] += time.perf_counter() - t0
                 ev.extra.update(extra)
                 ev.reference_on_divergence = third
             v = decide(ev, final)
         return v, ev
-
-    def account(self, v: Verdict, ev: Evidence) -> None:
-        """Count a searched or replayed case: judged or not, its caveats, the shims it needed."""
-        r = self.result
-        if v.label != NOT_JUDGED:
-            r.judged += 1
-        used = {name for o in ev.outcomes.values() if o.trace is not None for name in o.trace.shims}
-        for o in (*ev.outcomes.values(), *ev.extra.values()):
-            t = o.trace
-            if t is None:
-                continue
-            for key, lines in t.lines.items():
-                r.lines_run.setdefault(key, set()).update(lines)
-                r.lines_executable.setdefault(key, t.executable.get(key, frozenset()))
-        for name in used:
-            r.shims[name] += 1
-        for why in {w for o in ev.outcomes.values() if o.trace is not None for w in o.trace.unbatched}:
-            r.unbatched[why] += 1
-        unpoisoned = [line for o in ev.outcomes.values() if o.trace is not None and not o.trace.poisoned
-                      for line in o.trace.undefined]
-        if unpoisoned and v.label != NOT_JUDGED:
-            r.caveat("masked-loads", f"masked-out lanes of `tl.load` without other= were zero-filled "
-                                     f"(masked_loads='zero'), not checked for undefined reads: {unpoisoned[0]}")
-        if not v.failed and v.label != NOT_JUDGED:
-            for kind, text in dict(v.notes).items():
-                r.caveat(kind, text)
-            computed = [k for o in ev.outcomes.values() if o.trace is not None for k in o.trace.unspecified]
-            if computed:
-                r.caveat("unspecified", f"results Triton leaves unspecified were computed and compared as the "
-                                        f"backends gave them: {computed[0]}")
 
 
 def _computes_unspecified(ev: Evidence) -> bool:
@@ -286,3 +244,13 @@ def _unspecified_ops(ev: Evidence) -> str:
 
 class SetupError(Exception):
     """tdiff could not run a case at all (not a divergence)."""
+
+
+def error_text(exc: BaseException) -> str:
+    """The message of a check run's own error, which errors the check: tdiff could not run a case, hangs spent its
+    time, or tdiff itself or the declaration failed."""
+    if isinstance(exc, SetupError):
+        return str(exc)
+    if isinstance(exc, HangBudgetSpent):
+        return "hangs cost more than the per-case timeout and no failing case was kept"
+    return f"{type(exc).__name__}: {exc}"

@@ -8,7 +8,7 @@ and builds the `Divergence` once, from those values (`divergence`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ from ..judge.verdict import Verdict
 from ..record import corpus as corpus_mod
 from ..record import repro
 from ..record.report import _comparisons, render, save_pictures
-from ..record.results import CheckResult, Divergence
+from ..record.results import Divergence
 from ..record.shrink import ShrinkInfo, shrink
 from .case_judge import CaseJudge, HangBudgetSpent
 from .localize import which_pass
@@ -39,6 +39,7 @@ class Steps:
     options: RunOptions
     judge: CaseJudge
     phase: Callable[[str], None]
+    known: tuple[tuple[Any, dict[str, Any]], ...] = ()  # replayed entries' known divergences still showing
 
     @property
     def spent(self) -> bool:
@@ -102,9 +103,10 @@ def same_divergence(recorded: dict, verdict: Any) -> bool:
     return not (targets and verdict.targets and not targets & set(verdict.targets))
 
 
-def known_entry(result: CheckResult, verdict: Verdict) -> Any:
-    """The replayed corpus entry that records `verdict`'s divergence as known (still showing), or None."""
-    return next((path for path, rec in result.known if same_divergence(rec, verdict)), None)
+def known_entry(known: Sequence[tuple[Any, dict[str, Any]]], verdict: Verdict) -> Any:
+    """The replayed corpus entry that records `verdict`'s divergence as known (still showing: `known`, entry path
+    and recorded divergence), or None."""
+    return next((path for path, rec in known if same_divergence(rec, verdict)), None)
 
 
 def shrink_found(steps: Steps, found: CaseRecord, source: str, known: Any) -> Shrunk:
@@ -213,7 +215,7 @@ def write_entry(steps: Steps, check: Check, confirmed: Confirmed, source: str) -
     options = steps.options
     if options.corpus_dir is None or source not in ("search", "fuzz"):
         return Written()
-    same = known_entry(steps.judge.result, confirmed.verdict)
+    same = known_entry(steps.known, confirmed.verdict)
     if same is not None:
         return Written(lines=(f"corpus entry: not written (the known divergence of {same})",))
     try:

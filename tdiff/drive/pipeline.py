@@ -1,6 +1,6 @@
 """One case's way through tdiff, the same wherever it was drawn: the search, a fuzz target and corpus replay
 each hand a case to `CasePipeline.judge_case`. The compile budget filters the opinions the case gets, the
-judge runs them and decides (reruns included), and the check's result counts it; `CaseRecord` is what comes
+judge runs them and decides (reruns included), and the check's tally counts it (`Tally.add`); `CaseRecord` is what comes
 back. `drawn_cases` is the strategy a check's search and its fuzz target both draw from.
 """
 
@@ -22,42 +22,18 @@ from ..generate import case_strategy
 from ..generate.thresholds import Threshold, thresholds
 from ..judge.evidence import Evidence
 from ..judge.opinions import Opinions
-from ..judge.verdict import NOT_JUDGED, Verdict
+from ..record.tally import PAST_BUDGET, CaseRecord
 from .case_judge import CaseJudge
 
 if TYPE_CHECKING:
     from ..declaration import Check
 
+__all__ = ["CLOSENESS", "LINES_RUN", "PAST_BUDGET", "CasePipeline", "CaseRecord", "drawn_cases", "guide",
+           "kernel_thresholds"]
+
 #: the labels of what each case reports to `hypothesis.target` (search and shrinking climb them)
 CLOSENESS = "tdiff: largest difference / tolerance"
 LINES_RUN = "tdiff: kernel lines run"
-#: the caveat of a case judged without the compiled backend
-PAST_BUDGET = "past the compile budget: compared without the compiled backend"
-
-
-@dataclass
-class CaseRecord:
-    """A judged case: its verdict and evidence, the seconds judging it took, and whether the opinions that
-    compile ran (False: the compile budget left them out)."""
-
-    case: Case
-    verdict: Verdict
-    evidence: Evidence
-    seconds: float = 0.0
-    compiled: bool = True
-
-    @property
-    def judged(self) -> bool:
-        return self.verdict.label != NOT_JUDGED
-
-    @property
-    def failed(self) -> bool:
-        return self.verdict.failed
-
-    @property
-    def launch_keys(self) -> list[tuple]:
-        """The specializations the backends reported launching (empty where none reports them)."""
-        return [k for o in self.evidence.outcomes.values() if o.launch_keys for k in o.launch_keys]
 
 
 def kernel_thresholds(check: Check, options: RunOptions) -> tuple[Threshold, ...]:
@@ -124,10 +100,10 @@ class CasePipeline:
     def judge_case(self, case: Case, *, final: bool = False, shrinking: bool = False) -> CaseRecord:
         """Judge one case (with `final`, every rerun a verdict can use) and count it in the check's result,
         unless hypothesis is `shrinking` a failing case (those runs are not the check's cases)."""
-        result = self.judge.result
+        tally = self.judge.tally
         opinions = self.opinions(case)
         compiled = opinions is self.judge.opinions
-        t0, before, before_s = time.perf_counter(), result.compiles, result.compile_seconds
+        t0, before, before_s = time.perf_counter(), tally.compiles, tally.compile_seconds
         verdict, ev = self.judge.verdict(case, final=final, opinions=opinions)
         record = CaseRecord(case, verdict, ev, time.perf_counter() - t0, compiled)
         self.budget.saw(r for o in ev.outcomes.values() for r in o.launches)
@@ -135,12 +111,11 @@ class CasePipeline:
             reported = record.launch_keys
             if not reported and "compiled" in opinions.kinds:  # a backend that does not report its keys
                 reported = list(self._keys.get(layout_of(case)) or self._predicted(case) or ())
-            self.budget.ran(reported, result.compiles - before, result.compile_seconds - before_s)
+            self.budget.ran(reported, tally.compiles - before, tally.compile_seconds - before_s)
         elif not compiled and not shrinking:
             self.budget.skip()
-            result.caveat("budget", PAST_BUDGET)
         if not shrinking:
-            self.judge.account(verdict, ev)
+            tally.add(record)
         return record
 
     def drawn(self, case: Case, shrinking: bool = False) -> CaseRecord:

@@ -34,7 +34,7 @@ from ..judge.verdict import Verdict
 from ..record.reduce import Reduction, collect, reduce, unified_diff
 from ..record.reduce.build import ReducedRef, build
 from ..record.repro import REPRODUCIBLE
-from ..record.results import CheckResult
+from ..record.tally import Tally
 from .case_judge import CaseJudge, HangBudgetSpent, SetupError
 
 #: verdicts not reduced: a run that may not repeat, or a crash or hang each candidate would pay for again
@@ -206,7 +206,6 @@ class Oracle:
         self.functions = collect(judge.check.kernel)
         self.timeout = timeout
         self.interpreter_only = interpreter_only
-        self.scratch = CheckResult(judge.check.id, judge.check.item_name, judge.opinions.labels)
         self.guards: list[tuple[Case, dict[str, Outcome]]] = []
 
     def kernel_specs(self, cj: CaseJudge) -> list[BackendSpec]:
@@ -230,7 +229,8 @@ class Oracle:
                                                                    self.functions))
         target = check if isinstance(self.judge.executor, InProcess) else \
             ReducedRef(self.judge.check.ref(), tuple(sources.items()))
-        cj = CandidateJudge(self.judge.executor, check, self.judge.opinions, self.judge.options, self.scratch,
+        # (a tally of its own: a candidate's runs are not the check's)
+        cj = CandidateJudge(self.judge.executor, check, self.judge.opinions, self.judge.options, Tally(),
                             candidate=target, focus=frozenset(self.targets) or None)
         cj.timeouts.base = self.timeout
         return cj

@@ -21,10 +21,11 @@ from hypothesis.internal.reflection import function_digest
 
 from ..core.case import Case
 from ..core.settings import hypothesis_settings
-from ..errors import DeclarationError
+from ..errors import DeclarationError, DivergenceError
 from ..generate.plan import ADDRESSING_PAIRS, boundary_plan
+from ..record.tally import Tally
 from . import plan_cache
-from .case_judge import HangBudgetSpent
+from .case_judge import HangBudgetSpent, SetupError, error_text
 from .pipeline import CasePipeline, CaseRecord, drawn_cases
 
 #: a planned case's specialization (None: not known): those sharing one run one after another
@@ -55,17 +56,17 @@ def stable_seed(check_id: str) -> int:
     return int.from_bytes(hashlib.sha256(check_id.encode()).digest()[:8], "big")
 
 
-def _hopeless(result: Any, recent: list[str]) -> str | None:
+def _hopeless(tally: Tally, recent: list[str]) -> str | None:
     """Why the search should stop for good, none of its cases judged: the last cases all hit the same
     interpreter limitation, or too many in a row were not judged. None while it may go on."""
-    if result.judged > 0:
+    if tally.judged > 0:
         return None
     last = recent[-SAME_LIMITATION_STOP:]
     if len(last) == SAME_LIMITATION_STOP and len(set(last)) == 1 and last[0].startswith(LIMITATION):
         return (f"stopped after {len(recent)} cases: each hit the same {last[0]}; no case could be judged, and "
                 "more would only build their inputs to be set aside again")
     if len(recent) >= GIVE_UP_AFTER:
-        reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
+        reasons = ", ".join(f"{r} ({n}x)" for r, n in tally.discarded.most_common(3))
         return f"no case could be judged: {reasons}; stopped after {GIVE_UP_AFTER} cases"
     return None
 
@@ -86,12 +87,12 @@ def plan_budget(options: Any, max_examples: int) -> tuple[int, int]:
 
 
 def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: Any, key: bytes,
-            result: Any, group: Grouping | None = None) -> tuple[hypothesis.settings, list[Case]]:
+            run: _Run, group: Grouping | None = None) -> tuple[hypothesis.settings, list[Case]]:
     """`settings` with the check's boundary plan (`tdiff.generate.plan`) in its example database, under the
     search's `key`, and `max_examples` grown by the planned cases (a budget of their own): hypothesis's reuse phase
     runs the planned cases first, as ordinary cases, then draws its `max_examples` at random; and those cases, in
     the order it runs them (with `group`, a case's specialization, those sharing one one after another: `Plan.grouped`).
-    The plan's coverage goes to `result`."""
+    The plan's coverage and what went wrong building it go to `run`."""
     rows, least = plan_budget(options, settings.max_examples)
     if rows <= 0 or Phase.reuse not in settings.phases:
         return settings, []
@@ -111,13 +112,13 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
         except DeclarationError:
             raise
         except Exception as exc:  # drawing failed: the search proper will say why
-            result.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
+            run.notes.append(f"boundary plan: not built ({type(exc).__name__}: {exc}); random search only")
             return settings, []
         if plan_key is not None:
             plan_cache.store(options.run_dir, plan_key, plan)
     # (the plan's build or load time, and whether it was loaded from an earlier run: `plan_cache`)
-    result.plan = {**plan.coverage.as_dict(), "seconds": round(time.perf_counter() - t0, 3), "cache": cache}
-    result.plan_line = plan.coverage.line()
+    run.plan = {**plan.coverage.as_dict(), "seconds": round(time.perf_counter() - t0, 3), "cache": cache}
+    run.plan_line = plan.coverage.line()
     if not plan.choices:
         return settings, []
     # (a derandomized run is seeded by the check's id instead: hypothesis allows no database with derandomize)
@@ -128,10 +129,26 @@ def planned(check: Any, strategy: Any, settings: hypothesis.settings, options: A
             plan = plan.grouped(group)
         db = plan.database(key, base)
     except ImportError as exc:  # a hypothesis whose database stores no choice sequences
-        result.notes.append(f"boundary plan: not run ({exc}); random search only")
+        run.notes.append(f"boundary plan: not run ({exc}); random search only")
         return settings, []
     return hypothesis.settings(settings, derandomize=False, database=db,
                                max_examples=settings.max_examples + len(plan.choices)), plan.replay_order()
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """What a search found: the failing case (as hypothesis shrank it) or None, which searched case failed first
+    (1: the first drawn), why it stopped early, the boundary plan's coverage (`Coverage.as_dict`) and its line,
+    its notes in the order made, and its own error (a setup error, hangs, an exception: its message), if any.
+    Its counts (cases, not judged, shrinking runs) are in the check's `Tally`."""
+
+    found: CaseRecord | None = None
+    first_failure: int | None = None
+    stopped: str = ""
+    plan: dict[str, Any] = field(default_factory=dict)
+    plan_line: str = ""
+    notes: tuple[str, ...] = ()
+    error: str | None = None
 
 
 @dataclass
@@ -141,13 +158,27 @@ class _Run:
     found: CaseRecord | None = None  # the failing case: later runs are hypothesis shrinking it
     limit: int = 0  # the cases the search draws: the planned ones and `max_examples` more
     not_judged: list[str] = field(default_factory=list)  # the reasons of the cases not judged, none judged yet
+    first_failure: int | None = None
+    stopped: str = ""
+    plan: dict[str, Any] = field(default_factory=dict)
+    plan_line: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def report(self, found: CaseRecord | None, error: str | None = None) -> SearchReport:
+        return SearchReport(found, self.first_failure, self.stopped, self.plan, self.plan_line, tuple(self.notes),
+                            error)
 
 
-def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
-           ahead: Callable[[list[Case]], Callable[[], None]] | None = None,
-           group: Grouping | None = None) -> CaseRecord | None:
-    """Run the check's hypothesis search, each case through `pipeline`; the first failing case (as hypothesis
-    shrank it), or None.
+#: what the search calls with its planned cases to compile them ahead: it returns what to call at the search's end,
+#: or why the compile workers did not start (a note)
+Ahead = Callable[[list[Case]], "Callable[[], None] | str"]
+
+
+def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None, ahead: Ahead | None = None,
+           group: Grouping | None = None) -> SearchReport:
+    """Run the check's hypothesis search, each case through `pipeline`; what it found (`SearchReport`: the first
+    failing case, as hypothesis shrank it, or None). Its own error (`error_text`) ends it with the notes made so
+    far; tdiff's (a `DivergenceError`) and an interrupt propagate.
 
     The search draws the planned cases and at most `max_examples` more, judged or not (cases hypothesis runs while
     shrinking a failing one are counted apart, in `search_shrinks`), and stops early when no case can be judged.
@@ -155,11 +186,22 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
     gets the planned cases before the search runs them (to compile their specializations ahead of use) and returns
     what to call when the search is over; `group`, if given, the key of a case's specialization (planned cases
     sharing one run one after another)."""
+    run = _Run()
+    try:
+        found = _search(pipeline, run, on_case, ahead, group)
+    except DivergenceError:
+        raise
+    except (Exception, SetupError, HangBudgetSpent) as exc:
+        return run.report(None, error_text(exc))
+    return run.report(found)
+
+
+def _search(pipeline: CasePipeline, run: _Run, on_case: Callable[[str], None] | None, ahead: Ahead | None,
+            group: Grouping | None) -> CaseRecord | None:
     judge = pipeline.judge
-    check, result, options = judge.check, judge.result, judge.options
+    check, result, options = judge.check, judge.tally, judge.options
     settings = hypothesis_settings(options, check.max_examples)
     result.max_examples = settings.max_examples
-    run = _Run()
 
     def test(case: Case) -> None:
         shrinking = run.found is not None
@@ -171,8 +213,8 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
         if on_case is not None:
             on_case("shrinking (hypothesis)" if shrinking or record.failed else "searching")
         if record.failed:
-            if result.first_failure is None:
-                result.first_failure = result.cases
+            if run.first_failure is None:
+                run.first_failure = result.cases
             run.found = record
             # (raised in one place: hypothesis tells failures apart by where they were raised)
             raise _Diverged(str(record.verdict))
@@ -182,7 +224,7 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
             run.not_judged.append(reason)
             why = _hopeless(result, run.not_judged)
             if why:
-                result.stopped = why
+                run.stopped = why
                 raise _Hopeless()
         if not shrinking and result.cases >= run.limit:
             raise _Enough()
@@ -191,11 +233,14 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
 
     if on_case is not None:
         on_case("planning the boundaries")
-    wrapped, planned_cases = _hypothesis_test(check, options, settings, test, pipeline.admit, result, group)
+    wrapped, planned_cases = _hypothesis_test(check, options, settings, test, pipeline.admit, run, group)
     run.limit = result.max_examples = settings.max_examples + len(planned_cases)
     if on_case is not None:
         on_case("searching")
     stop = ahead(planned_cases) if ahead is not None and planned_cases else None
+    if isinstance(stop, str):  # (the compile workers did not start: the GPU worker compiles everything itself)
+        run.notes.append(stop)
+        stop = None
     try:
         wrapped()
     except _Diverged:
@@ -203,39 +248,39 @@ def search(pipeline: CasePipeline, on_case: Callable[[str], None] | None = None,
     except _Enough:
         pass
     except _Hopeless:
-        result.notes.append(result.stopped)
+        run.notes.append(run.stopped)
         return None
     except HangBudgetSpent:
-        result.notes.append(f"hangs cost more than the per-case timeout ({judge.timeouts.base:g} s): the search "
+        run.notes.append(f"hangs cost more than the per-case timeout ({judge.timeouts.base:g} s): the search "
                             "stopped early")
         if run.found is not None:
             return run.found
         raise
     except herrors.Unsatisfiable:
         reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
-        result.notes.append(f"no case could be judged: {reasons}")
+        run.notes.append(f"no case could be judged: {reasons}")
     except (herrors.FlakyFailure, herrors.Flaky) as exc:  # type: ignore[attr-defined]
         if run.found is not None:
-            result.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
+            run.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
             return run.found
         raise
     finally:
         if stop is not None:
             stop()
     for reason, n in result.discarded.items():
-        result.notes.append(f"{n} case(s) not judged: {reason}")
+        run.notes.append(f"{n} case(s) not judged: {reason}")
     return None
 
 
 def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, test: Callable[[Case], None],
-                     admit: Callable[[Case], bool], result: Any,
+                     admit: Callable[[Case], bool], run: _Run,
                      group: Grouping | None = None) -> tuple[Callable[[], None], list[Case]]:
     """`test` as the search's hypothesis test: drawing `drawn_cases`, under `settings` with the boundary plan in
     its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id."""
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
     derandomized = settings.derandomize  # (the plan's settings derandomize nothing: they have a database)
-    settings, cases = planned(check, drawn_cases(check, options), settings, options, key, result, group)
+    settings, cases = planned(check, drawn_cases(check, options), settings, options, key, run, group)
     wrapped = settings(hypothesis.given(drawn_cases(check, options, admit))(test))
     wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
     if options.seed is not None:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from ..record.results import Divergence
+from ..record.status import Status
 
 #: the states of a replayed corpus entry (`Replayed.state`); "conflict": copies of an entry that disagree
 REPLAY_STATES = ("passed", "failed", "known", "fixed", "not judged", "error", "conflict")
@@ -16,10 +20,17 @@ REPLAY_STATES = ("passed", "failed", "known", "fixed", "not judged", "error", "c
 @dataclass(frozen=True)
 class Replayed:
     """What replaying one corpus entry found: its state, and the note that says why it fails (or errors) the
-    check where it does ("" if none)."""
+    check where it does ("" if none); the entry's id (None: a conflict, replayed from none of its copies), the
+    notes replaying it made, in order, the other Triton it was recorded under, its known divergence still showing
+    (entry path, recorded divergence), and the divergence it failed with."""
 
     state: str
     note: str = ""
+    entry: str | None = None
+    notes: tuple[str, ...] = ()
+    recorded_under: str | None = None
+    known: tuple[Any, dict[str, Any]] | None = None
+    divergence: Divergence | None = None
 
 
 @dataclass(frozen=True)
@@ -39,8 +50,8 @@ def coverage_note(never_ran: Sequence[str]) -> str:
     return "--tdiff-coverage require: kernel code no case ran: " + "; ".join(never_ran)
 
 
-def decide_status(facts: Facts) -> tuple[str, str]:
-    """The check's status ("passed", "failed", "skipped" or "error") and why (the note that failed or errored it
+def decide_status(facts: Facts) -> tuple[Status, str]:
+    """The check's status (passed, failed, skipped or error: `Status`) and why (the note that failed or errored it
     where no divergence did; "" if none).
 
     An error (the run's own, an unreadable corpus entry, a corpus conflict) beats everything. Otherwise the check
@@ -49,15 +60,15 @@ def decide_status(facts: Facts) -> tuple[str, str]:
     are gone), any other check on a known divergence that no longer shows. With nothing judged (no case, no
     entry passed) it is skipped."""
     if facts.error is not None:
-        return "error", facts.error
+        return Status.ERROR, facts.error
     stale = "known" if facts.expects_failure else "fixed"
     why = next((r.note for r in facts.replays if r.state in ("conflict", "error", stale) and r.note), "")
     if any(r.state in ("conflict", "error") for r in facts.replays):
-        return "error", why
+        return Status.ERROR, why
     if facts.never_ran:
         why = why or coverage_note(facts.never_ran)
     if facts.failures or facts.never_ran or any(r.state == stale for r in facts.replays):
-        return "failed", why
+        return Status.FAILED, why
     if facts.judged <= 0 and not any(r.state == "passed" for r in facts.replays):
-        return "skipped", why
-    return "passed", why
+        return Status.SKIPPED, why
+    return Status.PASSED, why

@@ -14,8 +14,8 @@ from .session import RESULTS_KEY, session_of_item
 
 if TYPE_CHECKING:
     from ..declaration import Check
+    from ..record.check_record import CheckRecord
 
-#: the user property holding a check's record (`tdiff.record.summary.record`), as JSON
 CHECK_KEY = pytest.StashKey["Check"]()  # the check an item runs (a TdiffItem, or a fuzz target's Function)
 
 
@@ -78,17 +78,17 @@ class TdiffItem(pytest.Item):
             self.add_marker(mark)
 
     def runtest(self) -> None:
-        from ..record.summary import record
+        from ..record.check_record import CheckRecord
+        from ..record.status import Status
 
         session = session_of_item(self)
         with session.progress.running(self.nodeid, self.check.id):
             result = session.get_runner().run_check(self.check)
-        summary = record(result)
-        self.user_properties += properties(result, summary)
-        if result.status in ("failed", "error"):
-            raise (TdiffFailure if result.status == "failed" else TdiffError)(result.report()
+        self.user_properties += properties(result, CheckRecord.of(result))
+        if result.status.bad:
+            raise (TdiffFailure if result.status == Status.FAILED else TdiffError)(result.report()
                                                                                or "; ".join(result.notes))
-        if result.status == "skipped":
+        if result.status == Status.SKIPPED:
             pytest.skip("; ".join(result.notes) or "no case could be judged")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
@@ -106,17 +106,17 @@ class TdiffItem(pytest.Item):
         return self.path, None, f"{self.name} (tdiff)"
 
 
-def properties(result: Any, summary: dict) -> list[tuple[str, str]]:
+def properties(result: Any, record: CheckRecord) -> list[tuple[str, str]]:
     """The JUnit properties of a check's item: its whole record, and the `tdiff_*` properties CI reads."""
-    out = [(RESULTS_KEY, json.dumps(summary)), ("tdiff_compared", result.compared)]
+    out = [(RESULTS_KEY, json.dumps(record.to_record())), ("tdiff_compared", result.compared)]
     if result.environments:
         out.append(("tdiff_environments", json.dumps({**result.environments, "here": result.here})))
     if result.discarded:
         out.append(("tdiff_not_judged", json.dumps(dict(result.discarded))))
-    if summary["caveats"]:
-        out.append(("tdiff_caveats", json.dumps(summary["caveats"])))
-    if summary["never_ran"]:
-        out.append(("tdiff_never_ran", json.dumps(summary["never_ran"])))
+    if record.caveats:
+        out.append(("tdiff_caveats", json.dumps(list(record.caveats))))
+    if record.never_ran:
+        out.append(("tdiff_never_ran", json.dumps(list(record.never_ran))))
     failed = result.failures
     if failed:
         out.append(("tdiff_verdict", ", ".join(d.verdict.label for d in failed)))

@@ -81,13 +81,13 @@ class Progress:
             self.state = None
             self._publish(force=True)
 
-    def update(self, result: Any, phase: str) -> None:
+    def update(self, tally: Any, phase: str) -> None:
         state = self.state
         if state is None:
             return
-        changed = (phase, result.max_examples) != (state["phase"], state["max_examples"])
-        state.update(phase=phase, cases=result.cases, judged=result.judged, max_examples=result.max_examples,
-                     shrinks=result.search_shrinks)
+        changed = (phase, tally.max_examples) != (state["phase"], state["max_examples"])
+        state.update(phase=phase, cases=tally.cases, judged=tally.judged, max_examples=tally.max_examples,
+                     shrinks=tally.search_shrinks)
         self._publish(force=changed)
 
     def _publish(self, force: bool) -> None:

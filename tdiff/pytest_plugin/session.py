@@ -12,23 +12,30 @@ from typing import Any, cast
 
 import pytest
 
+from ..record.check_record import CheckRecord
+
 SESSION_KEY = pytest.StashKey["TdiffSession"]()
 
 #: the user property under which a check item hands its whole record to the controller (and to JUnit XML)
 RESULTS_KEY = "tdiff_result"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ran:
-    """A check that ran: its record (`tdiff.record.summary.record`) and how pytest labelled it."""
+    """A check that ran: its record (a record's dict is read back once, here) and how pytest labelled it."""
 
     nodeid: str
-    record: dict
+    record: CheckRecord
     label: str  # PASSED, FAILED, ERROR, SKIPPED, XFAIL, XPASS, XPASS(strict)
     reason: str = ""  # an xfail's reason
 
-    def as_json(self) -> dict:
-        return {**self.record, "nodeid": self.nodeid, "outcome": self.label, "xfail_reason": self.reason or None}
+    def __post_init__(self) -> None:
+        if not isinstance(self.record, CheckRecord):
+            object.__setattr__(self, "record", CheckRecord.from_record(self.record))
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.record.to_record(), "nodeid": self.nodeid, "outcome": self.label,
+                "xfail_reason": self.reason or None}
 
 
 def session_of(config: pytest.Config) -> TdiffSession | None:
@@ -176,9 +183,9 @@ class TdiffSession:
         blob = dict(report.user_properties).get(RESULTS_KEY) if report.when == "call" else None
         if blob is None:
             return
-        summary = json.loads(cast(str, blob))  # (items.properties stores it as a JSON string)
-        self.ran.append(Ran(report.nodeid, summary, label_of(report), xfail_reason(report)))
-        self.durations[report.nodeid] = summary["wall"]
+        record = CheckRecord.from_record(json.loads(cast(str, blob)))  # (items.properties stores it as a JSON string)
+        self.ran.append(Ran(report.nodeid, record, label_of(report), xfail_reason(report)))
+        self.durations[report.nodeid] = record.wall
 
     def close(self) -> None:
         self.progress.stop()

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from ..record.check_record import CheckRecord
 
 XPASS_STRICT = "[XPASS(strict)]"
 
@@ -44,8 +47,10 @@ def teststatus(report: pytest.TestReport, results_key: str) -> tuple[str, str, A
     blob = dict(report.user_properties).get(results_key)
     if blob is None:
         return None
-    s = json.loads(blob)
-    word = f"{report.outcome.upper()} ({s['cases']} cases, {s['wall']:.1f}s)"
+    from ..record.check_record import CheckRecord
+
+    s = CheckRecord.from_record(json.loads(blob))
+    word = f"{report.outcome.upper()} ({s.cases} cases, {s.wall:.1f}s)"
     if report.passed:
         return "passed", ".", (word, {"green": True})
     if report.failed:
@@ -53,7 +58,7 @@ def teststatus(report: pytest.TestReport, results_key: str) -> tuple[str, str, A
     return None
 
 
-def relative(record: dict, start: str) -> dict:
+def relative(record: CheckRecord, start: str) -> CheckRecord:
     """The record with its reproducer and corpus paths relative to `start` (where pytest was started)."""
     def rel(p: str | None) -> str | None:
         if not p:
@@ -64,8 +69,8 @@ def relative(record: dict, start: str) -> dict:
             return p
         return p if r.startswith("..") else r
 
-    divergences = [{**d, "repro": rel(d.get("repro")), "corpus": rel(d.get("corpus"))} for d in record["divergences"]]
-    return {**record, "divergences": divergences}
+    divergences = tuple(replace(d, repro=rel(d.repro), corpus=rel(d.corpus)) for d in record.divergences)
+    return replace(record, divergences=divergences)
 
 
 #: the order of the blocks: the expected first, what failed last (just above the totals and pytest's summary)
@@ -79,7 +84,7 @@ def summary_lines(ran: list[Any], full: bool, start: str = ".") -> list[str]:
     from ..record.summary import aggregate, check_lines, problem_lines, table_lines, total_lines
 
     lines: list[str] = []
-    ordered = [replace(r, record=relative(r.record, start)) for r in sorted(ran, key=lambda r: r.record["id"])]
+    ordered = [replace(r, record=relative(r.record, start)) for r in sorted(ran, key=lambda r: r.record.id)]
     records = [r.record for r in ordered]
     if full:
         for r in ordered:

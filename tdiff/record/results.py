@@ -1,10 +1,10 @@
-"""What a check's run produced: counts, caveats, divergences. Plain data, filled by the runner and
+"""What a check's run produced: counts, caveats, divergences. Plain data, assembled once by the runner and
 read by the plugin, the CLI and `tdiff.verify`."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,10 @@ from typing import Any
 from ..core.case import Case
 from ..judge.evidence import Evidence
 from ..judge.verdict import Verdict
+from .check_record import CheckRecord
+from .status import Status
+
+__all__ = ["CheckRecord", "CheckResult", "Divergence", "Status"]
 
 
 @dataclass
@@ -32,42 +36,45 @@ class Divergence:
     kernel_reduced: str = ""  # what kernel reduction did for the reproducer, or why it did not
 
 
-@dataclass
+@dataclass(frozen=True)
 class CheckResult:
+    """What a check's run produced, assembled once at its end (`tdiff.drive.runner.Runner.run_check`) from its
+    `Tally`, its search's report, its replays and its status; `to_record()` gives its record (`CheckRecord`)."""
+
     check_id: str
     item_name: str
     opinions: tuple[str, ...]  # backend specs run on every case
-    status: str = "passed"  # "passed", "failed", "skipped" or "error"
+    status: Status = Status.PASSED
     cases: int = 0  # cases run
     judged: int = 0  # cases with at least one pair of outcomes compared
-    discarded: Counter = field(default_factory=Counter)  # not judged at all, by reason
-    caveats: Counter = field(default_factory=Counter)  # cases that passed with a caveat, by kind
+    discarded: Counter[str] = field(default_factory=Counter)  # not judged at all, by reason
+    caveats: Counter[str] = field(default_factory=Counter)  # cases that passed with a caveat, by kind
     caveat_examples: dict[str, str] = field(default_factory=dict)
-    shims: Counter = field(default_factory=Counter)  # cases that needed each interpreter shim
+    shims: Counter[str] = field(default_factory=Counter)  # cases that needed each interpreter shim
     # cases whose launches the interpreter ran program by program, by why a batch stopped ("reason at line")
-    unbatched: Counter = field(default_factory=Counter)
-    divergences: list[Divergence] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    unbatched: Counter[str] = field(default_factory=Counter)
+    divergences: tuple[Divergence, ...] = ()
+    notes: tuple[str, ...] = ()
     why: str = ""  # the note that failed (or errored) the check where no divergence did, e.g. a stale entry
     seconds: dict[str, float] = field(default_factory=dict)
     compiles: int = 0
     compile_seconds: float = 0.0
     cache_loads: int = 0  # specializations loaded from Triton's on-disk cache
     compile_wait: float = 0.0  # seconds the GPU worker waited for a compile worker's compile (compile_claims)
-    ahead: dict = field(default_factory=dict)  # what the compile workers did (tdiff.execute.ahead)
+    ahead: dict[str, Any] = field(default_factory=dict)  # what the compile workers did (tdiff.execute.ahead)
     # what the compile-only opinion did (no GPU): specializations compiled for sm_90 (through TTGIR), their
     # seconds, those found compiled by an earlier run, and launches not compiled (their classes compiled before)
-    compile_only: dict = field(default_factory=lambda: {"compiled": 0, "seconds": 0.0, "marked": 0, "skipped": 0})
-    replayed: list[tuple[str, str]] = field(default_factory=list)  # (entry id, "passed"/"failed"/...)
-    known: list[tuple[Any, dict]] = field(default_factory=list)  # (entry path, recorded divergence) still showing
+    compile_only: dict[str, Any] = field(
+        default_factory=lambda: {"compiled": 0, "seconds": 0.0, "marked": 0, "skipped": 0})
+    replayed: tuple[tuple[str, str], ...] = ()  # (entry id, "passed"/"failed"/...)
+    known: tuple[tuple[Any, dict[str, Any]], ...] = ()  # (entry path, recorded divergence) still showing
     wall: float = 0.0
     started: float | None = None  # when the check began, wall clock (time.time()): a run's timeline
     pid: int | None = None  # the process that ran it
     # where the wall time went: seconds per phase the progress line shows ("searching", "shrinking", ...), and
     # within cases, the test process waiting on opinions and on reruns, and judging (`CaseJudge`)
     phases: dict[str, float] = field(default_factory=dict)
-    spent: Counter = field(default_factory=Counter)
-    _phase: tuple[str, float] | None = field(default=None, repr=False, compare=False)
+    spent: Counter[str] = field(default_factory=Counter)
     pair_note: str | None = None  # why these opinions (e.g. no GPU)
     # the tolerances the check declares (its own, not tdiff's: loosened or not), as the summary shows them
     declared: tuple[str, ...] = ()
@@ -81,15 +88,15 @@ class CheckResult:
     search_shrinks: int = 0  # runs of hypothesis's shrinking of the first failing case (not counted as cases)
     # specialization classes of kernel arguments no case compiled ("k argument 0: never compiled ..."), and
     # those the compile budget skipped although drawn cases brought them
-    spec_classes: list[str] = field(default_factory=list)
-    spec_skipped: list[str] = field(default_factory=list)
-    spec_unreachable: list[str] = field(default_factory=list)  # classes no case can reach, and why
+    spec_classes: tuple[str, ...] = ()
+    spec_skipped: tuple[str, ...] = ()
+    spec_unreachable: tuple[str, ...] = ()  # classes no case can reach, and why
     # the boundary plan's pairs of classes (tdiff.generate.plan.Coverage.as_dict), and its line
-    plan: dict = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
     plan_line: str = ""
     environments: dict[str, str] = field(default_factory=dict)  # backend in another environment -> its versions
     here: str = ""  # this environment's versions, where another environment ran
-    other_versions: Counter = field(default_factory=Counter)  # replayed entries recorded under another Triton
+    other_versions: Counter[str] = field(default_factory=Counter)  # replayed entries recorded under another Triton
     # kernel coverage over the interpreter's runs: "file:line:function" -> lines run / lines with code
     lines_run: dict[str, set[int]] = field(default_factory=dict)
     lines_executable: dict[str, frozenset[int]] = field(default_factory=dict)
@@ -102,37 +109,25 @@ class CheckResult:
     def failures(self) -> list[Divergence]:
         return [d for d in self.divergences if d.verdict.failed]
 
-    def enter(self, phase: str | None) -> None:
-        """Start timing `phase` (None: stop), adding the time since the last call to the phase it ends."""
-        now = time.perf_counter()
-        if self._phase is not None:
-            name, t0 = self._phase
-            self.phases[name] = self.phases.get(name, 0.0) + now - t0
-        self._phase = (phase, now) if phase is not None else None
+    def record(self) -> CheckRecord:
+        """Its record: what travels from an xdist worker and what --tdiff-json holds."""
+        return CheckRecord.of(self)
 
-    def caveat(self, kind: str, text: str) -> None:
-        self.caveats[kind] += 1
-        self.caveat_examples.setdefault(kind, text)
+    def to_record(self) -> dict[str, Any]:
+        """Its record as JSON-able data (`CheckRecord.from_record` reads it back)."""
+        return self.record().to_record()
 
     def report(self, notes: bool | None = None) -> str:
         """The failures' reports, then the notes where `notes` says (by default: where the check failed or
         errored)."""
         parts = [d.report for d in self.failures]
-        if self.status in ("failed", "error") if notes is None else notes:
+        if Status(self.status).bad if notes is None else notes:
             parts += [f"tdiff: {n}" for n in self.notes]
         return "\n\n".join(parts)
 
     def uncovered(self) -> list[str]:
         """The kernel lines no interpreter run of this check executed, one description per function."""
-        from ..execute.interpreter.coverage import describe, ranges
-
-        out = []
-        for key in sorted(self.lines_executable):
-            code = self.lines_executable[key]
-            missed = ranges(code - self.lines_run.get(key, set()), code)
-            if missed:
-                out.append(describe(key, missed))
-        return out
+        return uncovered(self.lines_run, self.lines_executable)
 
     def caveat_lines(self) -> list[str]:
         """One line per kind of caveat: how many cases, and the first example."""
@@ -140,3 +135,17 @@ class CheckResult:
         for kind, n in sorted(self.caveats.items()):
             out.append(f"{n} case(s): {self.caveat_examples[kind]}")
         return out
+
+
+def uncovered(lines_run: Mapping[str, set[int]], lines_executable: Mapping[str, frozenset[int]]) -> list[str]:
+    """The kernel lines of `lines_executable` (function key -> lines with code) not in `lines_run`, one
+    description per function."""
+    from ..execute.interpreter.coverage import describe, ranges
+
+    out = []
+    for key in sorted(lines_executable):
+        code = lines_executable[key]
+        missed = ranges(code - lines_run.get(key, set()), code)
+        if missed:
+            out.append(describe(key, missed))
+    return out

@@ -1,134 +1,80 @@
-"""Summaries of check results: a JSON-able record per check (it travels from xdist workers in the
-test report), and the lines `pytest --tdiff` and `tdiff` print from it. Every case that was not
-compared, every caveat a pass carries and every shim the interpreter needed is named and counted."""
+"""Summaries of check results: the lines `pytest --tdiff` and `tdiff` print from each check's record
+(`CheckRecord`, which travels from xdist workers in the test report; a record's dict is read back by
+`CheckRecord.from_record`). Every case that was not compared, every caveat a pass carries and every shim the
+interpreter needed is named and counted."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.backend_spec import COMPILE_ONLY_ARCH, COMPILE_ONLY_STAGE
 from ..execute.interpreter.shim_names import DESCRIPTIONS as SHIMS
+from .check_record import CheckRecord, DivergenceRecord, as_record
 
 
-def record(result: Any) -> dict:
+def record(result: Any) -> dict[str, Any]:
     """A check result as plain data (what travels from an xdist worker, what --tdiff-json holds)."""
-    return {
-        "id": result.check_id,
-        "status": result.status,
-        "opinions": list(result.opinions),
-        "compared": result.compared,
-        "environments": dict(result.environments),  # a backend in another environment -> its versions
-        "here": result.here,  # this environment's versions, where another one ran
-        "cases": result.cases,
-        "max_examples": result.max_examples,
-        "judged": result.judged,
-        "discarded": dict(result.discarded),
-        "stopped": result.stopped or None,
-        "caveats": result.caveat_lines(),
-        "caveat_counts": dict(result.caveats),
-        "caveat_examples": dict(result.caveat_examples),
-        "shims": dict(result.shims),
-        "unbatched": dict(result.unbatched),
-        "seconds": {k: round(v, 3) for k, v in result.seconds.items()},
-        "compiles": result.compiles,
-        "compile_seconds": round(result.compile_seconds, 3),
-        "cache_loads": result.cache_loads,
-        "compile_wait": round(result.compile_wait, 3),
-        "compile_only": {k: round(v, 3) if isinstance(v, float) else v for k, v in result.compile_only.items()},
-        "ahead": dict(result.ahead),
-        "budget_skipped": result.budget_skipped,
-        "budget_beyond": result.budget_beyond,
-        "spec_classes": list(result.spec_classes),
-        "spec_skipped": list(result.spec_skipped),
-        "spec_unreachable": list(result.spec_unreachable),
-        "plan": dict(result.plan),
-        "plan_line": result.plan_line,
-        "hang_timeout": result.hang_timeout,
-        "wall": round(result.wall, 3),
-        "started": result.started,
-        "pid": result.pid,
-        "phases": {k: round(v, 3) for k, v in result.phases.items()},
-        "spent": {k: round(v, 3) for k, v in result.spent.items()},
-        "replayed": [list(x) for x in result.replayed],
-        "other_versions": dict(result.other_versions),
-        "search_shrinks": result.search_shrinks,
-        "divergences": [{
-            "verdict": d.verdict.label,
-            "failed": d.verdict.failed,
-            "finding": d.verdict.finding,
-            "reasons": list(d.verdict.reasons[:4]),
-            "case": d.case.describe(),
-            "shrunk": d.shrink.describe() if d.shrink else None,
-            "repro": str(d.repro_path) if d.repro_path else None,
-            "repro_note": d.repro_note or None,
-            "kernel_reduced": d.kernel_reduced or None,
-            "corpus": str(d.corpus_path) if d.corpus_path else None,
-            "source": d.source,
-        } for d in result.divergences],
-        "notes": result.notes,
-        "why": result.why,
-        "pair_note": result.pair_note,
-        "declared": list(result.declared),
-        "never_ran": result.uncovered(),
-    }
+    return CheckRecord.of(result).to_record()
 
 
-def check_lines(s: dict, label: str | None = None) -> list[str]:
+def check_lines(record: CheckRecord | Mapping[str, Any], label: str | None = None) -> list[str]:
     """The summary of one check: a status line (labelled `label`, pytest's outcome where given, else tdiff's
     status), then its divergences, caveats and notes."""
+    s = as_record(record)
     verdicts: dict[str, int] = defaultdict(int)
-    for d in s["divergences"]:
-        verdicts[d["verdict"]] += 1
+    for d in s.divergences:
+        verdicts[d.verdict] += 1
     vtext = ", ".join(f"{n} {v}" for v, n in verdicts.items()) or "no divergence"
-    times = ", ".join(f"{k} {v:.2f}s" for k, v in s["seconds"].items())
-    replay = f", replayed {len(s['replayed'])}" if s["replayed"] else ""
-    comp = f", {s['compiles']} compiles ({s['compile_seconds']:.1f}s)" if s["compiles"] else ""
-    if s.get("cache_loads"):
-        comp += f", {s['cache_loads']} loaded from Triton's cache"
-    comp += compile_only_text(s.get("compile_only") or {}, ", ")
-    judged = f"{s['judged']} judged" + (f", {sum(s['discarded'].values())} not judged" if s["discarded"] else "")
-    label = label or s["status"].upper()
-    lines = [f"{label:7} {s['id']}: {s['cases']} cases ({judged}){replay}; compared: {s['compared']}"
-             f"{environments(s)}; {vtext}; {s['wall']:.1f}s ({times}{comp})"]
-    for d in s["divergences"]:
-        if d["shrunk"]:
-            lines.append(f"          shrunk: {d['shrunk']}")
+    times = ", ".join(f"{k} {v:.2f}s" for k, v in s.seconds.items())
+    replay = f", replayed {len(s.replayed)}" if s.replayed else ""
+    comp = f", {s.compiles} compiles ({s.compile_seconds:.1f}s)" if s.compiles else ""
+    if s.cache_loads:
+        comp += f", {s.cache_loads} loaded from Triton's cache"
+    comp += compile_only_text(s.compile_only, ", ")
+    judged = f"{s.judged} judged" + (f", {sum(s.discarded.values())} not judged" if s.discarded else "")
+    label = label or s.status.upper()
+    lines = [f"{label:7} {s.id}: {s.cases} cases ({judged}){replay}; compared: {s.compared}"
+             f"{environments(s)}; {vtext}; {s.wall:.1f}s ({times}{comp})"]
+    for d in s.divergences:
+        if d.shrunk:
+            lines.append(f"          shrunk: {d.shrunk}")
         lines += _written(d)
-    for reason, n in s["discarded"].items():
+    for reason, n in s.discarded.items():
         lines.append(f"          not judged: {n} case(s): {reason}")
-    for c in s["caveats"]:
+    for c in s.caveats:
         lines.append(f"          passed with a caveat: {c}")
-    for name, n in s["shims"].items():
+    for name, n in s.shims.items():
         lines.append(f"          interpreter: worked around {name} in {n} case(s): {SHIMS.get(name, name)}")
-    for why, n in (s.get("unbatched") or {}).items():
+    for why, n in s.unbatched.items():
         lines.append(f"          interpreter: ran programs one by one in {n} case(s): a batch stopped: {why}")
-    for text in s.get("never_ran") or ():
+    for text in s.never_ran:
         lines.append(f"          kernel code no case ran: {text}")
-    for text in s.get("spec_classes") or ():
+    for text in s.spec_classes:
         lines.append(f"          specialization classes: {text}")
-    for text in s.get("spec_unreachable") or ():
+    for text in s.spec_unreachable:
         lines.append(f"          specialization classes: {text}")
-    if s.get("plan_line"):
-        lines.append(f"          boundary plan: {s['plan_line']}")
-    if s.get("hang_timeout"):
-        lines.append(f"          after a hang, runs of this check waited at most {s['hang_timeout']:.1f}s")
-    for n in s["notes"]:
+    if s.plan_line:
+        lines.append(f"          boundary plan: {s.plan_line}")
+    if s.hang_timeout:
+        lines.append(f"          after a hang, runs of this check waited at most {s.hang_timeout:.1f}s")
+    for n in s.notes:
         lines.append(f"          note: {n}")
     return lines
 
 
-def environments(s: dict) -> str:
+def environments(record: CheckRecord | Mapping[str, Any]) -> str:
     """`; environments: interpreter@/venv/bin/python: triton 3.9.0, ...; here: triton 3.6.0, ...` where a
     backend ran in another environment, else ''."""
-    others = s.get("environments") or {}
-    if not others:
+    s = as_record(record)
+    if not s.environments:
         return ""
-    return "; environments: " + "; ".join(f"{k}: {v}" for k, v in others.items()) + f"; here: {s.get('here')}"
+    return "; environments: " + "; ".join(f"{k}: {v}" for k, v in s.environments.items()) + f"; here: {s.here}"
 
 
-def compile_only_text(done: dict, sep: str) -> str:
+def compile_only_text(done: Mapping[str, Any], sep: str) -> str:
     """What the compile-only opinion did, for a summary line ('' where it did nothing)."""
     if not any(done.get(k) for k in ("compiled", "marked", "skipped")):
         return ""
@@ -141,41 +87,43 @@ def compile_only_text(done: dict, sep: str) -> str:
     return text
 
 
-def compile_only_total(summaries: list[dict]) -> dict:
+def compile_only_total(records: Sequence[CheckRecord | Mapping[str, Any]]) -> dict[str, Any]:
     """The compile-only opinion's counts over checks."""
-    out: dict = {"compiled": 0, "seconds": 0.0, "marked": 0, "skipped": 0}
-    for s in summaries:
-        for k, v in (s.get("compile_only") or {}).items():
+    out: dict[str, Any] = {"compiled": 0, "seconds": 0.0, "marked": 0, "skipped": 0}
+    for s in map(as_record, records):
+        for k, v in s.compile_only.items():
             out[k] = out.get(k, 0) + v
     out["seconds"] = round(out["seconds"], 3)
     return out
 
 
-def waited(summaries: list[dict]) -> float:
-    return sum(s.get("compile_wait", 0.0) for s in summaries)
+def waited(records: Sequence[CheckRecord | Mapping[str, Any]]) -> float:
+    return sum(as_record(s).compile_wait for s in records)
 
 
-def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: bool = True) -> list[str]:
+def total_lines(records: Sequence[CheckRecord | Mapping[str, Any]], labels: list[str] | None = None,
+                shims: bool = True) -> list[str]:
     """The run's totals: checks (with pytest's outcomes, where `labels` gives them), cases, time in each
     backend, compiles; the shims used (unless `shims` is False: the table counts them) and why these opinions."""
+    summaries = [as_record(s) for s in records]
     totals: dict[str, float] = defaultdict(float)
     cases = judged = compiles = loads = replayed = 0
     compile_seconds = 0.0
     used: dict[str, int] = defaultdict(int)
     for s in summaries:
-        cases += s["cases"]
-        replayed += len(s.get("replayed") or ())
-        judged += s["judged"]
-        compiles += s["compiles"]
-        loads += s.get("cache_loads", 0)
-        compile_seconds += s["compile_seconds"]
-        for k, v in s["seconds"].items():
+        cases += s.cases
+        replayed += len(s.replayed)
+        judged += s.judged
+        compiles += s.compiles
+        loads += s.cache_loads
+        compile_seconds += s.compile_seconds
+        for k, v in s.seconds.items():
             totals[k] += v
-        for k, v in s["shims"].items():
+        for k, v in s.shims.items():
             used[k] += v
     t = ", ".join(f"{k} {v:.1f}s" for k, v in sorted(totals.items()))
     comp = f"; {compiles} specializations compiled in {compile_seconds:.1f}s" if compiles else ""
-    ahead = [s["ahead"] for s in summaries if s.get("ahead")]
+    ahead = [s.ahead for s in summaries if s.ahead]
     if ahead:
         comp += (f"; {sum(a['compiles'] for a in ahead)} compiled ahead by compile workers in "
                  f"{sum(a['compile_seconds'] for a in ahead):.1f}s (the GPU workers waited {waited(summaries):.1f}s "
@@ -187,17 +135,17 @@ def total_lines(summaries: list[dict], labels: list[str] | None = None, shims: b
     outcomes = f"; {outcome_counts(labels)}" if labels else ""
     red = [s for s, label in zip(summaries, labels or ()) if label in ("FAILED", "ERROR", "XPASS(strict)")]
     if red:
-        found = sum(1 for s in red if is_finding(s))
+        found = sum(1 for s in red if s.is_finding)
         outcomes += f"; of those failed: {len(red) - found} bug(s) or error(s), {found} finding(s)"
-    lines = [f"tdiff: {len({s['id'] for s in summaries})} checks, {cases} cases{entries} ({judged} judged){outcomes}; "
+    lines = [f"tdiff: {len({s.id for s in summaries})} checks, {cases} cases{entries} ({judged} judged){outcomes}; "
              f"time in backends: {t}{comp}"]
     if used and shims:
         lines.append("tdiff: stock TRITON_INTERPRET=1 would differ or fail where tdiff's interpreter used "
                      + ", ".join(f"{k} ({v} cases)" for k, v in sorted(used.items())))
     notes: dict[str, int] = defaultdict(int)
     for s in summaries:  # (those without a reference are a row of the table)
-        if s.get("pair_note") and (shims or "no reference" not in s["pair_note"]):
-            notes[s["pair_note"]] += 1
+        if s.pair_note and (shims or "no reference" not in s.pair_note):
+            notes[s.pair_note] += 1
     for note, n in sorted(notes.items()):
         lines.append(f"tdiff: {note}" + (f" ({n} of {len(summaries)} checks)" if n < len(summaries) else ""))
     for text in sorted({environments(s) for s in summaries} - {""}):
@@ -219,34 +167,35 @@ def _cut(text: str, limit: int = EXAMPLE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def problem_lines(s: dict, label: str, reason: str = "") -> list[str]:
+def problem_lines(record: CheckRecord | Mapping[str, Any], label: str, reason: str = "") -> list[str]:
     """The block of a check that did not pass, labelled as pytest labels it (FAILED, ERROR, XFAIL, XPASS,
     XPASS(strict)): its verdicts, shrunk case and reproducer; for an XFAIL one line. `reason` is the
     xfail mark's reason, where there is one."""
-    failed = [d for d in s["divergences"] if d["failed"]]
-    what = ", ".join(dict.fromkeys(d["verdict"] for d in failed))
+    s = as_record(record)
+    failed = s.failed_divergences
+    what = ", ".join(dict.fromkeys(d.verdict for d in failed))
     if not what:
-        first = s.get("why") or next((n for n in s["notes"] if n), "")
-        what = "no divergence" if s["status"] in ("passed", "skipped") else _cut(first) or s["status"]
-    count = f"{s['cases']} cases, {s['wall']:.1f}s"
-    head = f"{label:7} {s['id']}: {what}"
-    if is_finding(s):
+        first = s.why or next((n for n in s.notes if n), "")
+        what = "no divergence" if not s.status.bad else _cut(first) or s.status.value
+    count = f"{s.cases} cases, {s.wall:.1f}s"
+    head = f"{label:7} {s.id}: {what}"
+    if s.is_finding:
         head += " (a finding: the kernel loses accuracy its problem does not, against torch's own computation)"
     if label == "XFAIL":
         d = failed[0] if failed else None
-        line = head + (f" on {_cut(d['case'], 80)}" if d else "") + f" ({count})"
-        if d and d["repro"]:
-            line += f"; reproducer: {d['repro']}"
+        line = head + (f" on {_cut(d.case, 80)}" if d else "") + f" ({count})"
+        if d and d.repro:
+            line += f"; reproducer: {d.repro}"
         return [line]
     lines = [f"{head} ({count})"]
     if reason:
         lines.append(f"          xfail: {_cut(reason)}")
     for d in failed:
-        where = "" if d["source"] in ("search", "fuzz") else f", {d['source']}"
-        shrunk = f" (shrunk: {d['shrunk']})" if d["shrunk"] else ""
-        lines.append(f"          case: {d['case']}{where}{shrunk}")
+        where = "" if d.source in ("search", "fuzz") else f", {d.source}"
+        shrunk = f" (shrunk: {d.shrunk})" if d.shrunk else ""
+        lines.append(f"          case: {d.case}{where}{shrunk}")
         lines += _written(d, run=True)
-    notes = [n for n in s["notes"] if n != what]
+    notes = [n for n in s.notes if n != what]
     for n in notes[:BLOCK_NOTES]:
         lines.append(f"          note: {_cut(n, 400)}")
     if len(notes) > BLOCK_NOTES:
@@ -272,12 +221,12 @@ class Row:
             self.cases = None
         self.example = self.example or example
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "checks": len(self.checks), "cases": self.cases, "example": self.example,
                 "check_ids": self.checks}
 
 
-def aggregate(summaries: list[dict]) -> list[Row]:
+def aggregate(records: Sequence[CheckRecord | Mapping[str, Any]]) -> list[Row]:
     """What the run worked around or caveated, one row per kind: interpreter shims, caveats of passing
     cases, tolerances checks declare, cases not judged, kernel code no case ran, specialization classes never
     compiled (and those the compile budget skipped), shortened timeouts, corpus entries recorded under another
@@ -287,36 +236,35 @@ def aggregate(summaries: list[dict]) -> list[Row]:
     def row(kind: str, cases: int | None = 0) -> Row:
         return rows.setdefault(kind, Row(kind, cases=cases))
 
-    for s in sorted(summaries, key=lambda s: s["id"]):
-        cid = s["id"]
-        for name, n in sorted(s["shims"].items()):
+    for s in sorted(map(as_record, records), key=lambda s: s.id):
+        cid = s.id
+        for name, n in sorted(s.shims.items()):
             row(f"interpreter shim {name}").add(cid, n, SHIMS.get(name, name))
-        examples = s.get("caveat_examples") or {}
-        for kind, n in sorted((s.get("caveat_counts") or {}).items()):
-            row(f"passed with a caveat ({kind})").add(cid, n, examples.get(kind, ""))
-        if s.get("declared"):
-            row("tolerances the check declares (its own, not tdiff's)", None).add(cid, None, "; ".join(s["declared"]))
-        for reason, n in sorted(s["discarded"].items()):
+        for kind, n in sorted(s.caveat_counts.items()):
+            row(f"passed with a caveat ({kind})").add(cid, n, s.caveat_examples.get(kind, ""))
+        if s.declared:
+            row("tolerances the check declares (its own, not tdiff's)", None).add(cid, None, "; ".join(s.declared))
+        for reason, n in sorted(s.discarded.items()):
             row(f"not judged: {reason}").add(cid, n, "")
-        if s.get("never_ran"):
-            row("kernel code no case ran", None).add(cid, None, s["never_ran"][0])
-        if s.get("spec_skipped"):
-            row("specialization classes the compile budget skipped", None).add(cid, None, s["spec_skipped"][0])
-        if s.get("spec_classes"):
-            row("specialization classes no case compiled", None).add(cid, None, s["spec_classes"][0])
-        plan = s.get("plan") or {}
+        if s.never_ran:
+            row("kernel code no case ran", None).add(cid, None, s.never_ran[0])
+        if s.spec_skipped:
+            row("specialization classes the compile budget skipped", None).add(cid, None, s.spec_skipped[0])
+        if s.spec_classes:
+            row("specialization classes no case compiled", None).add(cid, None, s.spec_classes[0])
+        plan = s.plan
         if plan.get("pairs") and (plan.get("covered", 0) < plan["pairs"]
                                   or plan.get("triples_covered", 0) < plan.get("triples", 0)):
             row("boundary plan: triples or pairs of classes no planned case held", None).add(
-                cid, None, s.get("plan_line", ""))
-        if s.get("hang_timeout"):
+                cid, None, s.plan_line)
+        if s.hang_timeout:
             row("per-case timeout shortened after a hang", None).add(
-                cid, None, f"runs waited at most {s['hang_timeout']:.1f}s")
-        for version, n in sorted((s.get("other_versions") or {}).items()):
+                cid, None, f"runs waited at most {s.hang_timeout:.1f}s")
+        for version, n in sorted(s.other_versions.items()):
             row(f"corpus entries recorded under {version}").add(cid, n, "replayed under this run's Triton")
-        if s.get("pair_note") and "no reference" in s["pair_note"]:
-            row("compared without a reference", None).add(cid, None, s["pair_note"])
-        for why, n in sorted((s.get("unbatched") or {}).items()):
+        if s.pair_note and "no reference" in s.pair_note:
+            row("compared without a reference", None).add(cid, None, s.pair_note)
+        for why, n in sorted(s.unbatched.items()):
             row("interpreted program by program (the same result, slower): a batch stopped").add(cid, n, why)
     order = ("interpreter shim", "passed with a caveat", "tolerances the check", "not judged", "kernel code",
              "specialization", "boundary plan",
@@ -352,19 +300,18 @@ def outcome_counts(labels: list[str]) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in order if counts.get(k))
 
 
-def is_finding(s: dict) -> bool:
+def is_finding(record: CheckRecord | Mapping[str, Any]) -> bool:
     """Whether a check failed on findings only (every divergence that fails it is one: judge.findings)."""
-    failed = [d for d in s["divergences"] if d["failed"]]
-    return s["status"] == "failed" and bool(failed) and all(d.get("finding") for d in failed)
+    return as_record(record).is_finding
 
 
-def _written(d: dict, run: bool = False) -> list[str]:
+def _written(d: DivergenceRecord, run: bool = False) -> list[str]:
     """A divergence's reproducer (or why none was written) and corpus entry, one line each."""
     lines = []
-    if d["repro"]:
-        lines.append(f"          reproducer: {d['repro']}" + (f" (run: python {d['repro']})" if run else ""))
-    elif d["repro_note"]:
-        lines.append(f"          reproducer: not written ({d['repro_note']})")
-    if d["corpus"]:
-        lines.append(f"          corpus entry: {d['corpus']}")
+    if d.repro:
+        lines.append(f"          reproducer: {d.repro}" + (f" (run: python {d.repro})" if run else ""))
+    elif d.repro_note:
+        lines.append(f"          reproducer: not written ({d.repro_note})")
+    if d.corpus:
+        lines.append(f"          corpus entry: {d.corpus}")
     return lines

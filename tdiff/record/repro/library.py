@@ -2,8 +2,8 @@
 
 `shim_library()`: `tdiff.compat` and the interpreter's shim modules (`undefined`, `shim_names`, `shim_switches`,
 `bf16_shims`, `rewrite_shims`, `shims`, `libdevice`, `stock`), one after the other, for the interpreter side;
-`runtime_source()`: the tolerance formula
-(`tdiff.core.tolerance.allowed`, `within`) and `runtime` without its case block. Each module is taken
+`runtime_source()`: the tolerance formula (`tdiff.core.tolerance.allowed`, `within`), `tracer` and `runtime`
+without its case block. Each module is taken
 whole, less its docstring (a comment names it), `from __future__` and its imports of tdiff; the names
 those imports bring must be defined by what comes before (checked here), and no two modules may
 define the same name.
@@ -17,7 +17,7 @@ import inspect
 from functools import lru_cache
 
 from ...core import tolerance
-from . import runtime
+from . import runtime, tracer
 
 #: the interpreter side's library, in dependency order (each imports only numpy, triton, the standard
 #: library and the modules before it)
@@ -128,13 +128,14 @@ def _without_case(source: str) -> str:
 
 @lru_cache(maxsize=1)
 def runtime_source() -> str:
-    """The tolerance formula and the runtime, whose case block the reproducer's header replaces
+    """The tolerance formula, the tracer and the runtime, whose case block the reproducer's header replaces
     (`install`, `current` and `compile_only` come from the shim library, which a reproducer with an interpreter
     or a compile-only side embeds)."""
     bundle = Bundle(provided={"install", "current", "compile_only"})
     formula = inspect.getsource(tolerance.allowed) + "\n\n" + inspect.getsource(tolerance.within)
     bundle.add_source("import numpy as np\n\n\n" + formula, "tdiff/core/tolerance.py: the one tolerance formula",
                       docstring=False)
+    bundle.add_source(inspect.getsource(tracer), "tdiff/record/repro/tracer.py")
     bundle.add_source(_without_case(inspect.getsource(runtime)), "tdiff/record/repro/runtime.py")
     return bundle.text()
 

@@ -38,7 +38,8 @@ def replay(args: argparse.Namespace) -> int:
              "repro-dir": args.repro_dir or "none", "corpus": "none",
              "reduce-budget": args.reduce_budget}  # (nothing else: the defaults of pytest --tdiff)
     try:
-        opts = options_mod.build(given.get, Path.cwd()).with_(shrink_budget=0, reduce_expected=True)
+        opts = options_mod.build(given.get, Path.cwd()).with_(shrink_budget=0, reduce_expected=True,
+                                                              shrink_expected=True)
     except ValueError as exc:
         print(f"tdiff replay: {exc}")
         return 2

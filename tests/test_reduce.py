@@ -321,18 +321,25 @@ def test_a_kernel_without_its_unused_parameters_takes_the_original_launch():
     assert not oracle({key: broken})
 
 
-def test_an_expected_failure_is_not_reduced_in_a_pytest_run(tmp_path):
+def test_an_expected_failure_is_confirmed_by_its_first_divergence_in_a_pytest_run(tmp_path):
+    # an xfail check (a known finding) in a pytest run: its first divergence confirms it, neither shrunk nor
+    # reduced, and no reproducer; `tdiff replay` and pytest --runxfail (shrink_expected, reduce_expected) do all three
     check = checks_of(R.fused_rows)[0]
     xfail = dataclasses.replace(check, marks=(pytest.mark.xfail(strict=True, reason="a known finding"),))
     assert xfail.expects_failure()
     opts = RunOptions(profile="ci", corpus_dir=None, repro_dir=tmp_path / "out", isolation="none")
-    div = Runner(opts).run_check(xfail).divergences[0]
-    assert div.kernel_reduced.startswith("the check expects this failure (xfail)"), div.kernel_reduced
-    assert "kernel not reduced: the check expects this failure" in div.report
-    assert div.repro_path is not None and "(original)" not in Path(div.repro_path).read_text()
-    # `tdiff replay` (reduce_expected) reduces it
-    again = Runner(opts.with_(repro_dir=tmp_path / "again", reduce_expected=True)).run_check(xfail).divergences[0]
+    result = Runner(opts).run_check(xfail)
+    div = result.divergences[0]
+    assert result.status == "failed" and div.verdict.failed
+    assert div.repro_path is None and not (tmp_path / "out").exists()
+    assert "reproducer: not written (an expected divergence, as found: pytest --runxfail" in div.report, div.report
+    # (hypothesis runs the failing case once more to report it: no shrink step)
+    assert div.shrink is None and result.search_shrinks <= 1, (div.shrink, result.search_shrinks)
+    full = opts.with_(repro_dir=tmp_path / "again", reduce_expected=True, shrink_expected=True)
+    shrunk = Runner(full).run_check(xfail)
+    again = shrunk.divergences[0]
     assert again.kernel_reduced.startswith("kernel reduced from 62 to"), again.kernel_reduced
+    assert again.repro_path is not None and again.shrink is not None and shrunk.search_shrinks > 1
 
 
 def test_a_name_bound_once_to_another_is_replaced_by_it():

@@ -61,6 +61,7 @@ def default_compile_only() -> bool:
 UNFLAGGED: tuple[Option, ...] = (
     Option("replay", bool, "", "", "replay"),
     Option("reduce-expected", bool, "", "", "reduce_expected"),
+    Option("shrink-expected", bool, "", "", "shrink_expected"),
     Option("verdict", bool, "", "", "verdict"),
     Option("sample-threshold", int, "", "", "sample_threshold", minimum=0),
     Option("sample-size", int, "", "", "sample_size", minimum=0),
@@ -97,6 +98,11 @@ class RunOptions:
     # for it; off in pytest runs (a known finding's reduction costs the run its budget and tells nothing new),
     # on in `tdiff replay`, which a user runs to get one finding's reproducer
     reduce_expected: bool = False
+    # a check that expects its failure stops at its first divergence in pytest runs: neither hypothesis nor tdiff
+    # shrinks it and no reproducer is written (what pytest shows of an XFAIL is its outcome; the finding's corpus
+    # entry is its minimal case); True under pytest's --runxfail (which runs xfail checks as any other) and in
+    # `tdiff replay`
+    shrink_expected: bool = False
     verdict: bool = True
     sample_threshold: int = 64  # grids with more programs than this are sampled by the interpreter
     # ... when it runs programs one by one; in batches (the default), grids up to this many run whole

@@ -109,11 +109,18 @@ def known_entry(known: Sequence[tuple[Any, dict[str, Any]]], verdict: Verdict) -
     return next((path for path, rec in known if same_divergence(rec, verdict)), None)
 
 
+def confirming(steps: Steps) -> bool:
+    """Whether the check expects its failure (an xfail: a known finding) and its first divergence only confirms it:
+    not shrunk, no reproducer (`RunOptions.shrink_expected` off, as in pytest runs without --runxfail)."""
+    return steps.judge.check.expects_failure() and not steps.options.shrink_expected
+
+
 def shrink_found(steps: Steps, found: CaseRecord, source: str, known: Any) -> Shrunk:
     """A search's failing case shrunk within the shrink budget; any other (a fuzz run's: its engine shrinks; a
     replayed entry's; a known divergence's: its entry is its minimal case) as found."""
     case, verdict, ev, info = found.case, found.verdict, found.evidence, None
-    if source == "search" and steps.options.shrink_budget > 0 and not steps.spent and known is None:
+    if source == "search" and steps.options.shrink_budget > 0 and not steps.spent and known is None \
+            and not confirming(steps):
         steps.phase("shrinking")
         with contextlib.suppress(HangBudgetSpent):  # hangs cost enough: keep the case as found
             case, verdict, ev, info = shrink(case, verdict, ev, lambda c: steps.judge.verdict(c),
@@ -174,6 +181,9 @@ def write_reproducer(steps: Steps, check: Check, confirmed: Confirmed, known: An
     if known is not None:
         return Written(lines=(f"reproducer: not written (the known divergence of {known}, its minimal case; "
                               f"`tdiff replay --repro-dir DIR {known}` writes one)",))
+    if confirming(steps):
+        return Written(lines=("reproducer: not written (an expected divergence, as found: pytest --runxfail "
+                              "shrinks it and writes one)",))
     case, verdict, ev = confirmed.case, confirmed.verdict, confirmed.evidence
     reduced = reduce(steps, confirmed)
     lines = list(reduced.lines)

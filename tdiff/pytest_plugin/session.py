@@ -70,6 +70,8 @@ class TdiffSession:
             gpu = gpu_for_worker(self.xdist_worker) if self.xdist_worker is not None else None
             get = lambda name: get_option(config, name)  # noqa: E731
             self.options = options.build(get, Path(str(config.rootpath)), gpu)
+            if config.getoption("runxfail", False):  # (xfail checks run as any other: shrunk, reduced, reproduced)
+                self.options = self.options.with_(shrink_expected=True, reduce_expected=True)
             self.summary_mode = options.value(get, "summary") or "short"
             interval = options.value(get, "progress")
             json_path = options.value(get, "json")

@@ -46,7 +46,9 @@ KERNELS = textwrap.dedent('''
 @pytest.fixture
 def project(pytester):
     # (no boundary plan: these tests count cases and read the output, the plan is tests/test_plan.py's)
-    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0)
+    # (no kernel reduction: no test here asserts on it, and each failing check with a reproducer paid up to 30 s)
+    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0,
+                   tdiff_reduce_budget=0)
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     return pytester
 
@@ -169,7 +171,8 @@ XFAIL_KERNELS = KERNELS + textwrap.dedent('''
 
 def test_an_xfail_check_that_errors_fails_instead_of_xfailing(pytester):
     # an xfail mark expects a divergence: a check whose own run errors (here its strategy raises) is not one
-    kernel_project(pytester, XFAIL_KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5)
+    kernel_project(pytester, XFAIL_KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5,
+                   tdiff_reduce_budget=0)
     result = pytester.runpytest_subprocess("--tdiff", "-k", "expected or strategy_raises", "-rxXf",
                                            "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     result.assert_outcomes(failed=1, xfailed=1)

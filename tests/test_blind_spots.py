@@ -20,7 +20,10 @@ from tdiff.judge import verdict as V
 from tdiff.strategies import tensor_arg
 from tests import hostile as H
 
-OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5)
+# no kernel reduction: no test here asserts on it (tests/test_reduce.py does), and a failing check with a
+# reproducer would spend up to its 30 s budget on it
+OPTS = tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, shrink_budget=5,
+                        reduce_budget=0)
 INF = float("inf")
 values_mod = importlib.import_module("tdiff.generate.values")
 

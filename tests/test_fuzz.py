@@ -47,7 +47,9 @@ def _check():
 
 
 def test_a_check_as_a_hypothesis_test_reports_and_keeps_the_smallest_case(tmp_path):
-    opts = tdiff.RunOptions(isolation="none", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out")
+    # (no kernel reduction: not what this tests, and the final example's reproducer paid up to 30 s for it)
+    opts = tdiff.RunOptions(isolation="none", corpus_dir=tmp_path / "corpus", repro_dir=tmp_path / "out",
+                            reduce_budget=0)
     runner = tdiff.Runner(opts)
     # (no example database: the search finds, then shrinks, a failure)
     test = hypothesis_test(_check(), lambda: runner, settings=settings(database=None))

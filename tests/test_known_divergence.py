@@ -14,8 +14,9 @@ BACKENDS = ("tests.faulty:FakeCompiledWrong", "interpreter")
 
 
 def _opts(tmp_path, repro):
+    # (no kernel reduction: no test here asserts on it; each reproducer paid up to 30 s for it)
     return tdiff.RunOptions(profile="ci", max_examples=5, isolation="none", backends=BACKENDS, shrink_budget=5,
-                            corpus_dir=tmp_path / "corpus", corpus_more=(), repro_dir=tmp_path / repro)
+                            corpus_dir=tmp_path / "corpus", corpus_more=(), repro_dir=tmp_path / repro, reduce_budget=0)
 
 
 def _known_entry(tmp_path):
@@ -41,7 +42,7 @@ def test_a_known_divergence_found_again_is_neither_shrunk_nor_reproduced(tmp_pat
 
 def test_tdiff_replay_writes_the_reproducer_of_a_known_entry(tmp_path, capsys):
     entry = _known_entry(tmp_path)
-    code = cli.main(["replay", "--backends", ",".join(BACKENDS), "--isolation", "none",
+    code = cli.main(["replay", "--backends", ",".join(BACKENDS), "--isolation", "none", "--reduce-budget", "0",
                      "--repro-dir", str(tmp_path / "out"), str(entry)])
     out = capsys.readouterr().out
     assert code == 0 and "KNOWN" in out, out

@@ -46,7 +46,9 @@ KERNELS = textwrap.dedent('''
 @pytest.fixture
 def project(pytester):
     # (no boundary plan: these tests count cases and read the output, the plan is tests/test_plan.py's)
-    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0)
+    # (no kernel reduction: no test here asserts on it, and each failing check with a reproducer paid up to 30 s)
+    kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0,
+                   tdiff_reduce_budget=0)
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     return pytester
 
@@ -62,7 +64,8 @@ def test_collection_naming_and_selection(project):
     out = result.stdout.str()
     assert "kernels/ops.py::twice[tdiff]" in out and "kernels/ops.py::broken[tdiff]" in out
     assert "test_plain.py::test_plain" in out
-    result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v")
+    # (selected by tdiff's marker as well: one run, not two; plain `-k` runs are the other tests')
+    result = project.runpytest_subprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*tdiff: interpreter (no CUDA GPU: the compiled backend is skipped; compile-only: the "
                                  "specializations compiled for sm_90, not run) on every case, plus each check's "
@@ -71,8 +74,6 @@ def test_collection_naming_and_selection(project):
                                  "*PASSED  kernels.ops::twice[[]tdiff[]]: 4 cases (4 judged); compared: interpreter "
                                  "(+trace), reference, compile-only; no divergence*compile-only: * specializations "
                                  "compiled for sm_90 through TTGIR*"])
-    result = project.runpytest_subprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-q")
-    result.assert_outcomes(passed=1)
 
 
 def test_failing_check_fails_its_item_with_the_report_and_junit_properties(project):
@@ -169,7 +170,8 @@ XFAIL_KERNELS = KERNELS + textwrap.dedent('''
 
 def test_an_xfail_check_that_errors_fails_instead_of_xfailing(pytester):
     # an xfail mark expects a divergence: a check whose own run errors (here its strategy raises) is not one
-    kernel_project(pytester, XFAIL_KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5)
+    kernel_project(pytester, XFAIL_KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5,
+                   tdiff_reduce_budget=0)
     result = pytester.runpytest_subprocess("--tdiff", "-k", "expected or strategy_raises", "-rxXf",
                                            "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     result.assert_outcomes(failed=1, xfailed=1)

@@ -473,7 +473,7 @@ def test_the_first_float32_run_computes_the_case_itself_so_a_rounding_one_ulp_mo
     runner = tdiff.Runner(OPTS.with_(isolation="none"))
 
     def judged():
-        return runner.judge(check).verdict(case)[0]
+        return runner.judge(check).verdict(case)[0]  # (a new Tally counts its cases)
 
     v = judged()
     assert v.label == V.PASSED, text(v)

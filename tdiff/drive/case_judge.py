@@ -132,9 +132,10 @@ class CaseJudge:
         if redo:  # atomics accumulate over every program: a sample cannot be compared, interpret them all
             for i, o in zip(redo, self.run(case, [specs[i].with_(sample=None) for i in redo])):
                 outs[i], specs[i] = o, specs[i].with_(sample=None)
-        setup = [o for o in outs if o.error is not None and o.error.kind == "setup"]
+        setup = [(o.backend, o.error) for o in outs if o.error is not None and o.error.kind == "setup"]
         if setup:
-            raise SetupError(f"{setup[0].backend} could not run the case: {setup[0].error.message}")
+            backend, error = setup[0]
+            raise SetupError(f"{backend} could not run the case: {error.message}")
         labelled: dict[str, Outcome] = {}
         for spec, o in zip(specs, outs):
             role = o.role

@@ -110,7 +110,7 @@ def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case,
         g = got.get(label)
         if g is None or (g.error is None) != (w.error is None):
             return False
-        if w.error is not None:
+        if w.error is not None and g.error is not None:  # (both failed: an error on one side only returned above)
             if g.error.kind != w.error.kind or g.error.message.split(":")[0] != w.error.message.split(":")[0]:
                 return False
             if w.error.kind == "compile" and _compiler_said(g.error.message) != _compiler_said(w.error.message):
@@ -123,13 +123,14 @@ def same_outputs(got: dict[str, Outcome], want: dict[str, Outcome], case: Case,
             a, b = gv.targets.get(t), wv.targets.get(t)
             if (a is None) != (b is None):
                 return False
-            if a is not None and (a.raw.shape != b.raw.shape or a.raw.dtype != b.raw.dtype
-                                  or _bytes(a.raw) != _bytes(b.raw)):
+            if a is None or b is None:  # (neither side has it: one side only returned above)
+                continue
+            if a.raw.shape != b.raw.shape or a.raw.dtype != b.raw.dtype or _bytes(a.raw) != _bytes(b.raw):
                 return False
-            if written and a is not None and (a.writers is None) != (b.writers is None):
+            if written and (a.writers is None) != (b.writers is None):
                 return False
-            if written and a is not None and a.writers is not None and \
-                    not np.array_equal(a.writers >= 0, b.writers >= 0):  # type: ignore[operator]
+            if written and a.writers is not None and b.writers is not None and \
+                    not np.array_equal(a.writers >= 0, b.writers >= 0):
                 return False
     return True
 
@@ -320,12 +321,12 @@ def reduce_kernel(judge: CaseJudge, case: Case, verdict: Verdict, ev: Evidence,
     focus = tuple(verdict.targets) if verdict.targets and _outputs(base, case) - set(verdict.targets) else ()
     if interpreter_only:
         return KernelReduction(best.check, None, None, red, diff, compiled_unchecked=True, focus=focus)
-    final, final_ev = best.verdict(case, final=True)
-    if not _same(final, verdict):
-        why = f" ({textwrap.shorten(final.reasons[0], 160)})" if final.reasons else ""
-        return (f"the reduced kernel's final verdict is {final.label}, not {verdict.label}{why}: the whole kernel is "
+    got, got_ev = best.verdict(case, final=True)
+    if not _same(got, verdict):
+        why = f" ({textwrap.shorten(got.reasons[0], 160)})" if got.reasons else ""
+        return (f"the reduced kernel's final verdict is {got.label}, not {verdict.label}{why}: the whole kernel is "
                 "kept")
-    return KernelReduction(best.check, final, final_ev, red, diff, focus=focus)
+    return KernelReduction(best.check, got, got_ev, red, diff, focus=focus)
 
 
 def _outputs(outcomes: dict[str, Outcome], case: Case) -> set[str]:

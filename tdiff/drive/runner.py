@@ -341,7 +341,7 @@ class Runner:
         if recorded_under:
             notes.append(f"corpus entry {entry.path} was recorded under {recorded_under}; replayed here under "
                          f"triton {corpus_mod.triton_here()}")
-        under = {"recorded_under": recorded_under or None}
+        under = recorded_under or None
         sides = corpus_mod.recorded_sides(meta)
         backends_here = {b.kind for b in judge.opinions.backends} - {COMPILE_ONLY}  # (it shows no values)
         if is_known and any(s.base == "compiled" for s in sides) \
@@ -349,13 +349,13 @@ class Runner:
             # (it would read as fixed: the backend that showed it did not run)
             notes.append(f"corpus entry {entry.path} could not be judged here: its known divergence is the "
                          "compiled backend's, which did not run (no CUDA GPU, or not among the backends)")
-            return replayed("not judged", **under)
+            return replayed("not judged", recorded_under=under)
         # every opinion, no compile budget; a known divergence's note names its cause
         record = CasePipeline(judge).judge_case(case, final=is_known)
         verdict = record.verdict
         if not record.judged:
             notes.append(f"corpus entry {entry.path} could not be judged here: {'; '.join(verdict.reasons)}")
-            return replayed("not judged", **under)
+            return replayed("not judged", recorded_under=under)
         if not verdict.failed:
             if is_known:  # like a strict xfail that passes: the corpus no longer says what is true
                 recorded = meta.get("divergence") or {}
@@ -365,8 +365,8 @@ class Runner:
                     f"\"expect\" to \"pass\" (or \"expect_triton\" to the versions with the bug) to keep it as a "
                     f"regression test; if not, tdiff stopped seeing it")
                 notes.append(note)  # (it fails the check; a finding's check passes: its xfail reports it)
-                return replayed("fixed", note, **under)
-            return replayed("passed", **under)
+                return replayed("fixed", note, recorded_under=under)
+            return replayed("passed", recorded_under=under)
         recorded = meta.get("divergence") or {}
         if is_known and steps_mod.same_divergence(recorded, verdict):
             note = f"corpus entry {entry.path} still shows its known divergence: {verdict}"
@@ -375,13 +375,13 @@ class Runner:
                 div = self.finish(check, judge, record, source=str(entry.path), known_too=True,
                                   known=(*known, (entry.path, recorded)))
                 notes.append(f"reproducer: {div.repro_path or 'not written (' + str(div.repro_note) + ')'}")
-            return replayed("known", note, known=(entry.path, recorded), **under)
+            return replayed("known", note, known=(entry.path, recorded), recorded_under=under)
         if is_known:
             notes.append(f"corpus entry {entry.path} records a known {recorded.get('kind')} divergence in "
                          f"{', '.join(recorded.get('targets') or []) or 'its outputs'}; it now fails otherwise "
                          f"({verdict.label}): judged as a new failure")
         divergence = self.finish(check, judge, record, source=f"corpus entry {entry.path}", known=known)
-        return replayed("failed", divergence=divergence, **under)
+        return replayed("failed", divergence=divergence, recorded_under=under)
 
 
 @dataclass(frozen=True)

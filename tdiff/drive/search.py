@@ -261,7 +261,7 @@ def _search(pipeline: CasePipeline, run: _Run, on_case: Callable[[str], None] | 
     except herrors.Unsatisfiable:
         reasons = ", ".join(f"{r} ({n}x)" for r, n in result.discarded.most_common(3))
         run.notes.append(f"no case could be judged: {reasons}")
-    except (herrors.FlakyFailure, herrors.Flaky) as exc:  # type: ignore[attr-defined]
+    except (herrors.FlakyFailure, herrors.Flaky) as exc:
         if run.found is not None:
             run.notes.append(f"the divergence did not reproduce on every run ({type(exc).__name__})")
             return run.found

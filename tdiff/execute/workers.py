@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..core.backend_spec import BackendSpec, Lane
 from ..core.outcome import ErrorInfo, Outcome
@@ -104,7 +104,7 @@ class Worker:
         self.proc: subprocess.Popen | forkserver.Forked | None = None
         self.conn_out: Connection | None = None
         self.conn_in: Connection | None = None
-        self.log = None
+        self.log: IO[bytes] | None = None
         self.log_pos = 0
         self.starts = 0
         self.stopping = False  # asked to exit, not yet reaped
@@ -279,7 +279,9 @@ class Pool:
         results: list[Outcome | None] = [None] * len(jobs)
         queue = list(enumerate(jobs))
         while queue:
-            batch, rest, used = [], [], set()
+            batch: list[tuple[int, Job]] = []
+            rest: list[tuple[int, Job]] = []
+            used: set[Lane] = set()
             for i, job in queue:
                 (rest if job.spec.lane in used else batch).append((i, job))
                 used.add(job.spec.lane)
@@ -395,7 +397,7 @@ class InProcess:
 
 
 _shared: dict[tuple, Pool] = {}
-_detached: list[subprocess.Popen] = []  # workers asked to exit and not waited for
+_detached: list[subprocess.Popen | forkserver.Forked] = []  # workers asked to exit and not waited for
 
 
 def shared_pool(gpu: int | None = None) -> Pool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -49,7 +49,7 @@ def teststatus(report: pytest.TestReport, results_key: str) -> tuple[str, str, A
         return None
     from ..record.check_record import CheckRecord
 
-    s = CheckRecord.from_record(json.loads(blob))
+    s = CheckRecord.from_record(json.loads(cast(str, blob)))  # (items.properties stores it as a JSON string)
     word = f"{report.outcome.upper()} ({s.cases} cases, {s.wall:.1f}s)"
     if report.passed:
         return "passed", ".", (word, {"green": True})

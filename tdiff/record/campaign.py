@@ -32,7 +32,7 @@ from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, features, lay
 SUFFIX = ".jsonl"
 
 
-def class_text(feature: tuple) -> str:
+def class_text(feature: tuple[Any, ...]) -> str:
     """An argument class of a launch key, for people: `kernel arg 1: *fp32 16-byte aligned`."""
     name, index, cls = feature
     if index == "options":
@@ -62,10 +62,10 @@ class _Check:
     judged: int = 0
     divergences: int = 0
     busy: float = 0.0  # seconds in its cases
-    first_divergence: dict | None = None  # {"after_s": ..., "cases": ...}
-    specializations: set = field(default_factory=set)
-    classes: set = field(default_factory=set)
-    values: set = field(default_factory=set)
+    first_divergence: dict[str, Any] | None = None  # {"after_s": ..., "cases": ...}
+    specializations: set[str] = field(default_factory=set)
+    classes: set[str] = field(default_factory=set)
+    values: set[str] = field(default_factory=set)
     dirty: bool = False
 
 
@@ -79,7 +79,7 @@ class Recorder:
         self.path = self.directory / name
         self.interval = interval
         self.checks: dict[str, _Check] = {}
-        self._keys: dict[tuple, tuple | None] = {}
+        self._keys: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
         self._lock = threading.Lock()
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (open for the process's life)
         self._line({"process": {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time(),
@@ -105,12 +105,12 @@ class Recorder:
                 if rec.dirty:
                     self._write(check_id, rec, now)
 
-    def _line(self, obj: dict) -> None:
+    def _line(self, obj: dict[str, Any]) -> None:
         self._file.write(json.dumps(obj, sort_keys=True) + "\n")
         self._file.flush()
 
     def case(self, check_id: str, case: Case, seconds: float, judged: bool, failed: bool,
-             launch_keys: Iterable | None, predict: Callable[[Case], Any] | None = None) -> None:
+             launch_keys: Iterable[tuple[Any, ...]] | None, predict: Callable[[Case], Any] | None = None) -> None:
         """Record one case: its time, whether it was judged and diverged, and what it reached.
         `launch_keys` are its launches' specializations where a backend reported them; otherwise
         `predict(case)` is asked, once per layout (the keys depend on nothing else)."""
@@ -124,7 +124,7 @@ class Recorder:
             self._case(check_id, case, seconds, judged, failed, keys)
 
     def _case(self, check_id: str, case: Case, seconds: float, judged: bool, failed: bool,
-              keys: tuple | None) -> None:
+              keys: tuple[tuple[Any, ...], ...] | None) -> None:
         now = time.time()
         rec = self.checks.get(check_id)
         if rec is None:
@@ -178,9 +178,9 @@ class CheckCampaign:
     first_divergence_at: float | None = None  # the earliest divergence, wall clock
     first_divergence_cases: int | None = None  # cases its process had run by then
     first_divergence_case: str | None = None  # its case id (the corpus entry's, before shrinking)
-    specializations: set = field(default_factory=set)
-    classes: set = field(default_factory=set)
-    values: set = field(default_factory=set)
+    specializations: set[str] = field(default_factory=set)
+    classes: set[str] = field(default_factory=set)
+    values: set[str] = field(default_factory=set)
 
     @property
     def rate(self) -> float:
@@ -197,7 +197,7 @@ class CheckCampaign:
         found = {v.split(": ", 1)[-1] for v in self.values}
         return [s for s in SPECIALS if s in found]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {"check": self.check, "processes": self.processes, "cases": self.cases, "judged": self.judged,
                 "divergences": self.divergences, "busy_s": self.busy, "cases_per_s": self.rate,
                 "time_to_first_divergence_s": self.time_to_first_divergence,
@@ -210,7 +210,7 @@ class CheckCampaign:
 @dataclass
 class Campaign:
     checks: dict[str, CheckCampaign] = field(default_factory=dict)
-    processes: list[dict] = field(default_factory=list)
+    processes: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # lines that could not be read (a process killed mid-write)
 
 
@@ -219,7 +219,7 @@ def aggregate(directory: Path) -> Campaign:
     totals (checks, cases, seconds in cases, its last snapshot's time)."""
     out = Campaign()
     for path in sorted(Path(directory).rglob(f"*{SUFFIX}")):
-        last: dict[str, dict] = {}
+        last: dict[str, dict[str, Any]] = {}
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -244,7 +244,7 @@ def aggregate(directory: Path) -> Campaign:
     return out
 
 
-def _add(c: CheckCampaign, s: dict) -> None:
+def _add(c: CheckCampaign, s: dict[str, Any]) -> None:
     c.processes += 1
     c.cases += int(s.get("cases", 0))
     c.judged += int(s.get("judged", 0))

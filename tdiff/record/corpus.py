@@ -45,10 +45,10 @@ def triton_here() -> str:
     """This process's Triton version (tdiff's workers share its environment)."""
     import triton
 
-    return triton.__version__
+    return str(triton.__version__)
 
 
-def other_triton(meta: dict) -> str | None:
+def other_triton(meta: dict[str, Any]) -> str | None:
     """`triton X` when an entry was recorded under another Triton than this process's, else None (also for
     entries that recorded no version)."""
     recorded = (meta.get("versions") or {}).get("triton")
@@ -57,11 +57,11 @@ def other_triton(meta: dict) -> str | None:
     return f"triton {recorded}"
 
 
-def expected(meta: dict) -> str:
+def expected(meta: dict[str, Any]) -> str:
     """What replaying an entry must show here: "divergence" or "pass". An entry with `"expect": "divergence"`
     and `"expect_triton"` (a version specifier, e.g. "<3.9": the Tritons with the bug) expects its divergence
     only under those; under a Triton that fixed the bug it is a regression test ("pass")."""
-    expect = meta.get("expect", "pass")
+    expect = str(meta.get("expect", "pass"))
     spec = meta.get("expect_triton")
     if expect != "divergence" or not spec:
         return expect
@@ -92,7 +92,7 @@ def case_folder(check: Any, case: Case) -> Path:
     return Path(check.kernel_name) / name
 
 
-def recorded_sides(meta: dict) -> tuple[Role, ...]:
+def recorded_sides(meta: dict[str, Any]) -> tuple[Role, ...]:
     """The sides of the divergence an entry recorded (`divergence.pair`, stored as labels), read back as roles:
     the corpus's one read of a stored label."""
     return tuple(role_of(label) for label in (meta.get("divergence") or {}).get("pair") or ())
@@ -123,7 +123,7 @@ def write(root: Path, check: Any, case: Case, verdict: Verdict, ev: Evidence) ->
     folder.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder))
     try:
-        np.savez(tmp / TENSORS, **arrays)
+        np.savez(tmp / TENSORS, **arrays)  # type: ignore[arg-type]  # numpy's stubs let **kwds feed allow_pickle
         (tmp / ENTRY).write_text(json.dumps(entry, indent=2) + "\n")
         try:
             os.rename(tmp, final)
@@ -153,14 +153,14 @@ class Entry:
         """The entry's place in any corpus, `<kernel>/<id>`: copies of one entry in several corpora share it."""
         return f"{self.path.parent.name}/{self.path.name}"
 
-    def replay_identity(self) -> dict:
+    def replay_identity(self) -> dict[str, Any]:
         """What replaying the entry depends on: the kernel, the case's content, what is expected of it, and
         for a known divergence the divergence it must still show. The rest (versions, device, date, the
         verdict's words) is history, and may differ between copies of one entry found on two machines."""
         meta = self.meta()
         k = meta["kernel"]
         expect = meta.get("expect", "pass")
-        out: dict = {"kernel": f"{k.get('module')}::{k.get('name')}[{k.get('check', 'tdiff')}]",
+        out: dict[str, Any] = {"kernel": f"{k.get('module')}::{k.get('name')}[{k.get('check', 'tdiff')}]",
                      "case": self.load_case().digest(), "expect": expect}
         if expect == "divergence":
             d = meta.get("divergence") or {}
@@ -176,7 +176,7 @@ class Entry:
         except CorpusError as exc:
             raise CorpusError(f"corpus entry {self.path}: {exc}") from None
 
-    def meta(self) -> dict:
+    def meta(self) -> dict[str, Any]:
         f = self.path / ENTRY
         try:
             meta = json.loads(f.read_text())
@@ -196,7 +196,7 @@ class Entry:
             k = self.meta()["kernel"]
         except CorpusError:
             return True  # unreadable entries in a kernel's folder are reported by that kernel's checks
-        return (k.get("name") == check.kernel_name and k.get("check", "tdiff") == check.name
+        return bool(k.get("name") == check.kernel_name and k.get("check", "tdiff") == check.name
                 and k.get("module", check.module) == check.module)
 
     def load_case(self, check: Any = None) -> Case:

@@ -49,14 +49,14 @@ class Union:
     conflicts: list[Conflict] = field(default_factory=list)
 
 
-def _identity(entry: Entry) -> dict:
+def _identity(entry: Entry) -> dict[str, Any]:
     try:
         return entry.replay_identity()
     except CorpusError as exc:
         return {"readable": f"unreadable ({exc})"}
 
 
-def _differences(copies: list[Entry], identities: list[dict]) -> list[str]:
+def _differences(copies: list[Entry], identities: list[dict[str, Any]]) -> list[str]:
     first, out = identities[0], []
     for other, ident in zip(copies[1:], identities[1:]):
         for name in sorted(set(first) | set(ident)):

@@ -74,7 +74,7 @@ class CheckResult:
     # where the wall time went: seconds per phase the progress line shows ("searching", "shrinking", ...), and
     # within cases, the test process waiting on opinions and on reruns, and judging (`CaseJudge`)
     phases: dict[str, float] = field(default_factory=dict)
-    spent: Counter[str] = field(default_factory=Counter)
+    spent: dict[str, float] = field(default_factory=dict)
     pair_note: str | None = None  # why these opinions (e.g. no GPU)
     # the tolerances the check declares (its own, not tdiff's: loosened or not), as the summary shows them
     declared: tuple[str, ...] = ()

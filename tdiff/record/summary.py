@@ -60,8 +60,8 @@ def check_lines(record: CheckRecord | Mapping[str, Any], label: str | None = Non
         lines.append(f"          boundary plan: {s.plan_line}")
     if s.hang_timeout:
         lines.append(f"          after a hang, runs of this check waited at most {s.hang_timeout:.1f}s")
-    for n in s.notes:
-        lines.append(f"          note: {n}")
+    for note in s.notes:
+        lines.append(f"          note: {note}")
     return lines
 
 

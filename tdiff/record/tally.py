@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,7 +71,8 @@ class Tally:
     compile_only: dict[str, Any] = field(default_factory=_compile_only)
     hang_timeout: float | None = None  # the shortened per-case timeout after a hang
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase the progress line shows
-    spent: Counter[str] = field(default_factory=Counter)  # waiting on opinions, on reruns, judging
+    # seconds waiting on opinions, on reruns, judging
+    spent: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     lines_run: dict[str, set[int]] = field(default_factory=dict)  # "file:line:function" -> lines run
     lines_executable: dict[str, frozenset[int]] = field(default_factory=dict)  # ... -> lines with code
     _phase: tuple[str, float] | None = field(default=None, repr=False, compare=False)

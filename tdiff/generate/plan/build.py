@@ -269,16 +269,18 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int, triples: bool 
                 cases.append(drawn.value)
                 covered |= got
                 covered3 |= got3
-                for p in got if left is not None else ():
-                    left.pop(p, None)
-                for t in got3 if left3 is not None else ():
-                    left3.pop(t, None)
+                if left is not None:
+                    for pair in got:
+                        left.pop(pair, 0)  # (0: a pair already gone; the weight is not used)
+                if left3 is not None:
+                    for triple in got3:
+                        left3.pop(triple, 0)
         if tried.get(aim, 0) >= 2:
             unreachable.add(aim)
             if left is not None and len(aim) == 2:
-                left.pop(aim, None)  # type: ignore[arg-type]
+                left.pop(aim, 0)
             if left3 is not None and len(aim) == 3:
-                left3.pop(aim, None)  # type: ignore[arg-type]
+                left3.pop(aim, 0)
     total = index.current(points).weights.keys()
     cov.rows = len(choices)
     cov.points = len(points)

@@ -33,7 +33,7 @@ def filename(name: str, src: str) -> str:
     return f"<tdiff-reduced {name} {hashlib.sha1(src.encode()).hexdigest()[:10]}>"
 
 
-class DroppingJIT(JITFunction):
+class DroppingJIT(JITFunction):  # type: ignore[misc]  # Triton ships no types: JITFunction is Any
     """A reduced kernel that lost parameters its body no longer reads: launched as the original is (its
     launch, autotune configs and heuristics still pass every original argument), it drops the arguments of
     the parameters it lost and launches with the rest, so what runs, and what a launch records (the
@@ -44,7 +44,7 @@ class DroppingJIT(JITFunction):
         self.original_names = list(original)
         self.dropped = frozenset(original) - set(kernels.arg_names(self))
 
-    def without_dropped(self, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    def without_dropped(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         if len(args) > len(self.original_names):
             raise TypeError(f"{self.fn.__name__} takes {len(self.original_names)} arguments, not {len(args)}")
         kept = tuple(a for name, a in zip(self.original_names, args) if name not in self.dropped)
@@ -124,7 +124,7 @@ def build(kernel: Any, sources: dict[str, str], functions: dict[str, Function] |
 
 
 def _calls_changed(fn: Function, sources: dict[str, str], functions: dict[str, Function],
-                   seen: frozenset = frozenset()) -> bool:
+                   seen: frozenset[str] = frozenset()) -> bool:
     for callee in fn.calls.values():
         if callee in seen:
             continue

@@ -24,7 +24,7 @@ from .errors import ReproError
 try:
     from triton.runtime.jit import ConstexprFunction
 except ImportError:  # pragma: no cover
-    ConstexprFunction = ()  # type: ignore[assignment,misc]
+    ConstexprFunction = ()
 
 
 def def_source(fn: Any) -> str:
@@ -157,7 +157,7 @@ class Inliner(Collector):
         attrs = sorted(self.attrs[-1].get(name, ()))
         found: dict[str, Any] = {}
         for attr in attrs:
-            member = getattr(value, attr, None)
+            member: Any = getattr(value, attr, None)  # a Triton library's attribute (Triton ships no types)
             if isinstance(member, JITFunction):
                 found[attr] = member
             elif type(member).__name__ == "constexpr":

@@ -73,7 +73,7 @@ class _Data:
     def __init__(self) -> None:
         self.sidecar: dict[str, np.ndarray] = {}
 
-    def encode(self, key: str, raw: np.ndarray, dt_name: str) -> dict:
+    def encode(self, key: str, raw: np.ndarray, dt_name: str) -> dict[str, Any]:
         dt = dtypes.dtype(dt_name)
         raw = np.ascontiguousarray(raw).reshape(-1)
         if raw.size > INLINE_LIMIT:
@@ -88,7 +88,7 @@ class _Data:
         return {"dtype": dt.name, "values": values}
 
 
-def _opaque(a: dict, what: str) -> dict:
+def _opaque(a: dict[str, Any], what: str) -> dict[str, Any]:
     """A launch argument recorded only by its repr, as the reproducer can rebuild it: a Triton dtype
     (`dtype=tl.float32`, e.g. liger's group norm backward) or a `tl.constexpr` of a literal."""
     text = str(a.get("value", ""))
@@ -104,14 +104,15 @@ def _opaque(a: dict, what: str) -> dict:
     raise ReproError(f"{what} ({text}) is an object a reproducer cannot rebuild")
 
 
-def _launch_args(outcome: Outcome, data: _Data, names: dict[str, list[str]]) -> list[dict]:
+def _launch_args(outcome: Outcome, data: _Data, names: dict[str, list[str]]) -> list[dict[str, Any]]:
     out = []
     for i, rec in enumerate(outcome.launches):
         arg_names = names.get(rec.kernel, [])
 
-        def enc(a: dict, key: str, _i: int = i, _names: list = arg_names, _kernel: str = rec.kernel) -> dict:
+        def enc(a: dict[str, Any], key: str, _i: int = i, _names: list[str] = arg_names,
+                _kernel: str = rec.kernel) -> dict[str, Any]:
             if a.get("kind") == "tensor":
-                d = data.encode(f"launch{_i}_{key}", a.get("storage"), a["dtype"])
+                d = data.encode(f"launch{_i}_{key}", a["storage"], a["dtype"])
                 return {"kind": "tensor", **d, "offset": a["offset"], "shape": a["shape"], "strides": a["strides"]}
             if a.get("kind") == "tuple":
                 return {"kind": "tuple", "items": [enc(x, f"{key}.{j}") for j, x in enumerate(a["items"])]}
@@ -132,9 +133,9 @@ def _launch_args(outcome: Outcome, data: _Data, names: dict[str, list[str]]) -> 
     return out
 
 
-def _target_places(case: Case, runner: Outcome, names: list[str]) -> dict[str, dict]:
+def _target_places(case: Case, runner: Outcome, names: list[str]) -> dict[str, dict[str, Any]]:
     tensors = case.tensors()
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for t in dict.fromkeys(names):
         if t in tensors:
             a = tensors[t]
@@ -150,7 +151,7 @@ def _target_places(case: Case, runner: Outcome, names: list[str]) -> dict[str, d
     return out
 
 
-def _recorded(o: Outcome, case: Case, targets: dict[str, dict], data: _Data) -> dict:
+def _recorded(o: Outcome, case: Case, targets: dict[str, dict[str, Any]], data: _Data) -> dict[str, Any]:
     if o.error is not None:
         return {"error": o.error.summary()}
     v = view(o, case)
@@ -162,7 +163,8 @@ def _recorded(o: Outcome, case: Case, targets: dict[str, dict], data: _Data) -> 
     return out
 
 
-def _tolerances(ev: Evidence, verdict: Verdict, targets: dict[str, dict], data: _Data) -> dict[str, dict]:
+def _tolerances(ev: Evidence, verdict: Verdict, targets: dict[str, dict[str, Any]],
+                data: _Data) -> dict[str, dict[str, Any]]:
     """The run's own tolerance for each target: its constants, each element's dataflow scale, and
     where the range edge may differ."""
     out = {}
@@ -198,10 +200,10 @@ def _tolerances(ev: Evidence, verdict: Verdict, targets: dict[str, dict], data: 
     return out
 
 
-def _variants(sides: tuple[str, ...], ev: Evidence) -> dict[str, dict | None]:
+def _variants(sides: tuple[str, ...], ev: Evidence) -> dict[str, dict[str, Any] | None]:
     """For each compiled-variant side, the launch options it sets on every launch; None for a variant
     the recorded launches cannot replay (another autotune config changes constexprs and grids)."""
-    out: dict[str, dict | None] = {}
+    out: dict[str, dict[str, Any] | None] = {}
     for s in sides:
         o = ev.outcomes.get(s)
         spec = o.spec if o is not None else None
@@ -219,7 +221,7 @@ def _side_of(verdict: Verdict, ev: Evidence) -> str:
 
 
 
-def _live_entry(jit: Any) -> list | None:
+def _live_entry(jit: Any) -> list[str] | None:
     """Where `--live` imports a kernel from: [module, qualified name, the folder on sys.path it was
     imported from]; None for a kernel no import reaches (defined in a function or in __main__)."""
     fn = jit.fn
@@ -246,8 +248,8 @@ def _shims_used(outcomes: list[Outcome]) -> dict[str, int]:
     return used
 
 
-def _header(check: Any, case: Case, verdict: Verdict, kind: str, pair: tuple, side: str, device: str,
-            used: dict[str, int], live: dict[str, list | None], compiles_here: bool = False) -> list[str]:
+def _header(check: Any, case: Case, verdict: Verdict, kind: str, pair: tuple[str, ...], side: str, device: str,
+            used: dict[str, int], live: dict[str, list[str] | None], compiles_here: bool = False) -> list[str]:
     v = versions()
     importable = {n: e for n, e in live.items() if e is not None}
     roots = sorted({e[2] for e in importable.values() if e[2] and "-packages" not in e[2]})
@@ -291,7 +293,7 @@ def _reduced_comment(reduced: str) -> str:
 
 
 def render(check: Any, case: Case, verdict: Verdict, ev: Evidence, dry: Outcome | None = None,
-           timeout: float = 60.0, reduced: str = "") -> tuple[str, dict]:
+           timeout: float = 60.0, reduced: str = "") -> tuple[str, dict[str, np.ndarray]]:
     """The reproducer's text and its sidecar arrays. `dry`: an outcome recording the launches,
     for divergences where no backend finished (a hang). `reduced`: the check's kernel is a reduced one; this
     text (how it was reduced, and its diff against the original) goes above it, as a comment."""

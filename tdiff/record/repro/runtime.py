@@ -38,14 +38,14 @@ EXPECT_TARGETS: list[str] = []
 TIMEOUT = 60.0  # per side, seconds
 GUARD = 256  # guard-band bytes around each input
 SIDECAR: str | None = None  # large arrays: an .npz beside the file
-INPUTS: dict[str, dict] = {}  # input name -> encoded storage
-VIEWS: dict[str, dict] = {}  # input name -> offset, shape and strides of its view
-LAUNCHES: list[dict] = []  # the recorded launches
-TARGETS: dict[str, dict] = {}  # where each compared target lives
-TOLERANCE: dict[str, dict] = {}  # the run's own tolerance for each target
-RECORDED: dict[str, dict] = {}  # each side's recorded result, for sides that cannot run here
+INPUTS: dict[str, dict[str, Any]] = {}  # input name -> encoded storage
+VIEWS: dict[str, dict[str, Any]] = {}  # input name -> offset, shape and strides of its view
+LAUNCHES: list[dict[str, Any]] = []  # the recorded launches
+TARGETS: dict[str, dict[str, Any]] = {}  # where each compared target lives
+TOLERANCE: dict[str, dict[str, Any]] = {}  # the run's own tolerance for each target
+RECORDED: dict[str, dict[str, Any]] = {}  # each side's recorded result, for sides that cannot run here
 KERNELS: dict[str, Any] = {}  # kernel name -> the inlined kernel
-LIVE: dict[str, list] = {}  # kernel name -> [module, qualified name, the folder it was imported from]
+LIVE: dict[str, list[str]] = {}  # kernel name -> [module, qualified name, the folder it was imported from]
 SHIM_NAMES: list[str] | None = None  # the interpreter side's shims (None: no interpreter side)
 POISON = False  # the interpreter side poisons masked-out lanes of loads without other=
 SHIMS: dict[str, str] = {}  # shim -> what it works around
@@ -54,10 +54,10 @@ COMPILE_ARCH = 90  # a compile-only side compiles each launch for sm_<this>, wit
 # ------------------------------------------------------------------ end of the case
 
 CANARY = 0xA5
-SHIMS_USED: Counter = Counter()  # shim -> uses in this process
+SHIMS_USED: Counter[str] = Counter()  # shim -> uses in this process
 
 
-def _array(spec: dict) -> torch.Tensor:
+def _array(spec: dict[str, Any]) -> torch.Tensor:
     """The carrier values of an encoded array."""
     dt = getattr(torch, spec["dtype"])
     if "sidecar" in spec:
@@ -69,7 +69,7 @@ def _array(spec: dict) -> torch.Tensor:
     return torch.tensor(spec["values"], dtype=dt)
 
 
-def _guarded(spec: dict, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _guarded(spec: dict[str, Any], device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """A storage inside guard bands of canary bytes: (typed storage, the whole uint8 buffer)."""
     t = _array(spec).reshape(-1)
     raw = t.contiguous().view(torch.uint8)
@@ -78,7 +78,7 @@ def _guarded(spec: dict, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     return buf[GUARD:GUARD + raw.numel()].view(t.dtype), buf
 
 
-def _view(storage: torch.Tensor, offset: int, shape: list, strides: list) -> torch.Tensor:
+def _view(storage: torch.Tensor, offset: int, shape: list[int], strides: list[int]) -> torch.Tensor:
     return storage.as_strided(tuple(shape), tuple(strides), storage.storage_offset() + offset)
 
 
@@ -104,7 +104,8 @@ def kernel(name: str) -> Any:
     return obj
 
 
-def run(device: str, traced: bool = False, options: dict | None = None, compile_only_arch: int | None = None) -> dict:
+def run(device: str, traced: bool = False, options: dict[str, Any] | None = None,
+        compile_only_arch: int | None = None) -> dict[str, Any]:
     """Rebuild the inputs on `device`, make the recorded launches (with a compiled variant's launch
     `options` on top); each target's values, and what the launches broke (guard bands, gaps, and with
     `traced` the tracer's findings). With `compile_only_arch`, each launch is compiled for that GPU (Triton
@@ -114,7 +115,7 @@ def run(device: str, traced: bool = False, options: dict | None = None, compile_
         storages[name], buffers[name] = _guarded(spec, device)
     tracer = Tracer(storages, VIEWS) if traced else None
     for i, launch in enumerate(LAUNCHES):
-        def arg(a: dict, key: str, i: int = i, launch: dict = launch) -> Any:
+        def arg(a: dict[str, Any], key: str, i: int = i, launch: dict[str, Any] = launch) -> Any:
             kind = a["kind"]
             label = launch["names"][int(key)] if key.isdigit() and int(key) < len(launch["names"]) else key
             if kind == "input":
@@ -153,7 +154,7 @@ def run(device: str, traced: bool = False, options: dict | None = None, compile_
         return {"targets": {}, "findings": []}
     if device != "cpu":
         torch.cuda.synchronize()
-    out: dict = {"targets": {}, "findings": []}
+    out: dict[str, Any] = {"targets": {}, "findings": []}
     for target, where in TARGETS.items():
         st = storages[where["name"]] if where["kind"] == "input" else made[(where["launch"], where["arg"])]
         out["targets"][target] = _view(st, where["offset"], where["shape"], where["strides"]).double().cpu().numpy()
@@ -166,7 +167,7 @@ def run(device: str, traced: bool = False, options: dict | None = None, compile_
     return out
 
 
-def _overwritten(name: str, buf: torch.Tensor) -> list[dict]:
+def _overwritten(name: str, buf: torch.Tensor) -> list[dict[str, Any]]:
     """The guard bands of `name` (the whole buffer `buf`) overwritten."""
     host = buf.cpu().numpy()
     damaged = int((host[:GUARD] != CANARY).sum() + (host[len(host) - GUARD:] != CANARY).sum())
@@ -174,7 +175,7 @@ def _overwritten(name: str, buf: torch.Tensor) -> list[dict]:
              "overwritten"}] if damaged else []
 
 
-def _damage(name: str, buf: torch.Tensor, storage: torch.Tensor) -> list[dict]:
+def _damage(name: str, buf: torch.Tensor, storage: torch.Tensor) -> list[dict[str, Any]]:
     """A guard band of `name` overwritten, or elements of its storage outside its view changed."""
     found = _overwritten(name, buf)
     st = storage.cpu()
@@ -192,7 +193,7 @@ def _damage(name: str, buf: torch.Tensor, storage: torch.Tensor) -> list[dict]:
     return found
 
 
-def run_side(side: str) -> dict | None:
+def run_side(side: str) -> dict[str, Any] | None:
     """Run one side in a fresh process (the interpreter with TRITON_INTERPRET=1), under TIMEOUT."""
     kind = KINDS.get(side, "")
     if kind == "compiled" and not torch.cuda.is_available():
@@ -220,7 +221,7 @@ def run_side(side: str) -> dict | None:
         return {"targets": {k: data[k] for k in data.files}, "findings": extra["findings"], "shims": extra["shims"]}
 
 
-def recorded(side: str) -> dict | None:
+def recorded(side: str) -> dict[str, Any] | None:
     rec = RECORDED.get(side)
     if rec is None or side in VARIANTS:  # a variant's recorded result would show a divergence even once fixed
         return None
@@ -229,7 +230,7 @@ def recorded(side: str) -> dict | None:
     return {"targets": {t: _array(v).double().reshape(v["shape"]).numpy() for t, v in rec.items()}, "findings": []}
 
 
-def worked_around(side: str, got: dict | None) -> None:
+def worked_around(side: str, got: dict[str, Any] | None) -> None:
     """Print what tdiff's interpreter shims did in this side's run (stock TRITON_INTERPRET=1 does not)."""
     if KINDS.get(side) != "interpreter":
         return
@@ -240,7 +241,7 @@ def worked_around(side: str, got: dict | None) -> None:
               "provide: stock TRITON_INTERPRET=1 may fail or compute differently here")
 
 
-def result(side: str) -> tuple[dict | None, str]:
+def result(side: str) -> tuple[dict[str, Any] | None, str]:
     got = run_side(side)
     if got is not None:
         return got, "ran here"
@@ -248,7 +249,7 @@ def result(side: str) -> tuple[dict | None, str]:
     return got, "recorded" if got is not None else "cannot run here"
 
 
-def close(a: np.ndarray, b: np.ndarray, tol: dict) -> np.ndarray:
+def close(a: np.ndarray, b: np.ndarray, tol: dict[str, Any]) -> np.ndarray:
     """Where a and b agree under the run's tolerance `tol` (see `within`); elements the run let pass at
     the range edge (`legit`: inputs at the dtype's limits overflowed on the way) pass here too; where a
     narrowing cast fed the target (`narrowed`), only equal values agree, as in tdiff's comparison."""
@@ -263,7 +264,7 @@ def close(a: np.ndarray, b: np.ndarray, tol: dict) -> np.ndarray:
     return ok
 
 
-def show(kind: str, targets: list, text: str) -> None:
+def show(kind: str, targets: list[str], text: str) -> None:
     print(f"{text}")
     print("TDIFF-DIVERGENCE " + json.dumps({"kind": kind, "targets": targets}))
 

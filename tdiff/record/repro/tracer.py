@@ -122,7 +122,8 @@ class Tracer:
                            f"{int((~inside).sum())} element(s) outside every allocation"})
         outside = np.zeros(every.shape, bool)
         outside[np.flatnonzero(live)[~inside]] = True
-        return outside.reshape(np.shape(ptrs.data))
+        shape: tuple[int, ...] = np.shape(ptrs.data)
+        return outside.reshape(shape)
 
     def _conflicts(self, op: str, name: str, elems: np.ndarray, pid: tuple[int, ...]) -> None:
         for e in elems.tolist():

@@ -60,7 +60,7 @@ def write(folder: Path, check: Any, case: Case, verdict: Verdict, ev: Evidence, 
     try:
         (tmp / "repro.py").write_text(text)
         if sidecar:
-            np.savez(tmp / "inputs.npz", **sidecar)
+            np.savez(tmp / "inputs.npz", **sidecar)  # type: ignore[arg-type]  # numpy's stubs let **kwds feed allow_pickle
         if validate:
             verify(tmp, verdict, timeout)
         if folder.exists():  # (pictures of an earlier run): add the files

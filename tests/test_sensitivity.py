@@ -3,6 +3,8 @@ overflows on the way, `coarse` range-edge without the interpreter's dataflow) pa
 measured sensitivity (the float64 reference over inputs perturbed by one rounding: tdiff.judge.sensitivity), and the
 range edge forgives only results whose exact value does not fit the output's dtype. CPU only."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -480,4 +482,44 @@ def test_the_first_float32_run_computes_the_case_itself_so_a_rounding_one_ulp_mo
     (note,) = [t for k, t in v.notes if k == "float32 computation"]
     assert "(0, 3, 1): 0.999998 vs 1" in note, note
     monkeypatch.setattr(sensitivity, "unmoved", lambda k: False)  # every float32 run on moved inputs, as before
+    assert judged().label == V.PASSED  # (a faithful run, on moved inputs, rounds one ulp as the case's own does)
+    measure = sensitivity.measure
+
+    def rounded_to_nearest_only(case, extra):
+        measured = measure(case, extra)
+        measured.faithful.clear()
+        return measured
+
+    monkeypatch.setattr(sensitivity, "measure", rounded_to_nearest_only)
+    assert judged().failed
+
+
+def test_a_faithful_tanh_moves_the_gradient_torch_computes_from_it(monkeypatch):
+    # liger's soft-capped cross entropy on CPU (a soak seed): the target's gradient is 1 - t^2 of a saturated tanh
+    # (x = 11, softcap 2.5: 6e-4), where one ulp of t is 1.5e-4 of the result. torch's float32 autograd errs 1e-7
+    # there by the luck of its rounding, and inputs moved by one ulp cannot move a saturated tanh; the faithful runs
+    # (tanh's result one ulp either way, its backward computing from that result, as a kernel's gradient does)
+    # measure it, once, for a float output too. Without either, `numerically unstable`: a false alarm
+    cross_entropy = pytest.importorskip("suites.liger.cross_entropy")
+    from tdiff.execute.backends import float32_arithmetic as f32
+    from tdiff.record.corpus import Entry
+
+    entry = Entry(Path(__file__).parent.parent / "corpus" / "liger_cross_entropy_kernel"
+                  / "softcap-151c51fa08a77c9b")
+    case = entry.load_case()
+    (check,) = [c for c in cross_entropy.lib.liger_cross_entropy_kernel.__tdiff_checks__ if c.name == "softcap"]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+
+    def judged():
+        return runner.judge(check).verdict(case)[0]
+
+    v = judged()
+    assert v.label == V.PASSED, text(v)
+    grad_seen_by_autograd = f32._Float32Mode._faithful
+
+    def moved_apart_from_autograd(self, func, out, operands=()):
+        moved = grad_seen_by_autograd(self, func, out.detach() if isinstance(out, torch.Tensor) else out, operands)
+        return out + (moved - out.detach()) if isinstance(out, torch.Tensor) and out.requires_grad else moved
+
+    monkeypatch.setattr(f32._Float32Mode, "_faithful", moved_apart_from_autograd)
     assert judged().failed

@@ -290,6 +290,20 @@ step_soak() {  # the seed soak (bench/trust/soak.py): the main job at SOAK_SEEDS
     summary "soak (${TAG:-now}): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[|budget|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
 }
 
+step_soak2() {  # two soaks at once (-n 8 each, the host's 16 cores), SOAK_SEEDS seeds each, a fresh Triton cache per
+    # seed; no seed started that would end past SOAK_BUDGET seconds; both reports and logs in one tarball
+    local t0=$SECONDS i
+    for i in a b; do
+        $PY -m bench.trust.soak --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out "/tmp/soak_$i" \
+            ${SOAK_BUDGET:+--budget $SOAK_BUDGET} > "/tmp/soak_$i.txt" 2>&1 &
+    done
+    wait
+    (cd /tmp && tar -czf "$OUT/soak2_${TAG:-now}.tgz" soak_a.txt soak_b.txt \
+        $(ls -d soak_a/soak.* soak_b/soak.* soak_?/seed*/log.txt soak_?/seed*/run.json soak_?/seed*/run/repro \
+          soak_?/seed*/run/corpus 2>/dev/null))
+    summary "soak2 (${TAG:-now}): $((SECONDS - t0)) s; $(grep -hE '^\[|budget|False-alarm' /tmp/soak_a.txt /tmp/soak_b.txt | tr '\n' ' ')"
+}
+
 step_soak_cpu() {  # the seed soak as a machine without a GPU runs it (CUDA hidden: interpreter against reference, the
     # path the README's first command takes on a laptop), on this machine's cores: CPU_SOAK_SEEDS seeds, -n CPU_N
     local t0=$SECONDS

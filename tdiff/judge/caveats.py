@@ -41,7 +41,8 @@ def forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
         return ("float32 computation",
                 f"{head} differ from the float64 reference beyond what one rounding of the inputs explains, within "
                 f"what a float32 computation of the reference gives ({sensitivity.ACCUMULATION:g} times its error, "
-                f"for an index or integer any value such a computation gives, rounded faithfully ones included; or "
+                f"or once the error of one rounded faithfully (every operation one ulp either way, its gradient "
+                f"computed from those results); for an index or integer any value such computations give; or "
                 f"what one gives whose math functions flush subnormals to zero, as a GPU's do: "
                 f"{f.spread:.3g} at {j}: {x:.6g} vs {y:.6g}; or {LOADED_ROUNDINGS:g} float32 roundings "
                 f"of the largest input loaded){flagged}: the kernel is as accurate as float32 "

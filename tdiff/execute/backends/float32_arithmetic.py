@@ -96,7 +96,10 @@ class _Float32Mode(TorchFunctionMode):
             toward = torch.where(step < 0, -torch.inf, torch.inf)
             moved = torch.where(step != 0, torch.nextafter(out.detach(), toward), out.detach())
             moved = torch.where(torch.isfinite(moved) | ~torch.isfinite(out), moved, out.detach())
-        return out + (moved - out.detach()) if out.requires_grad else moved
+        if out.requires_grad:  # (moved in place, unseen by autograd: a backward that reuses the result, as tanh's
+            out.data.copy_(moved)  # `1 - y * y` does, computes from the faithful result, as a kernel's gradient does)
+            return out
+        return moved
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = dict(kwargs or {})

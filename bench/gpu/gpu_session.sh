@@ -294,7 +294,7 @@ step_soak2() {  # two soaks at once (-n 8 each, the host's 16 cores), SOAK_SEEDS
     # seed; no seed started that would end past SOAK_BUDGET seconds; both reports and logs in one tarball
     local t0=$SECONDS i
     for i in a b; do
-        $PY -m bench.trust.soak --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out "/tmp/soak_$i" \
+        timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out "/tmp/soak_$i" \
             ${SOAK_BUDGET:+--budget $SOAK_BUDGET} > "/tmp/soak_$i.txt" 2>&1 &
     done
     wait

@@ -50,3 +50,22 @@ def test_many_examples_across_dtypes_raise_no_alarm():
     for kernel in (softmax.softmax_kernel, layer_norm.layer_norm_fwd, matmul.matmul_kernel, tf32):
         for r in tdiff.verify(kernel, options=opts):
             assert r.status == "passed" and r.cases >= 50
+
+
+def test_liger_jsd_forward_draws_no_block_that_shifts_by_minus_inf():
+    # liger 22 (FINDINGS.md) with a NaN: tl.max skips NaN on the GPU (and in tdiff's interpreter), so a target row
+    # [nan, -inf] at beta 0 shifts by -inf and its -inf element's dX is NaN where torch gives -0 (an H200 soak seed
+    # drew it in the forward check); the forward check leaves such blocks to the zero_probability_block xfail
+    jsd = pytest.importorskip("suites.liger.jsd")
+    from tdiff.core.case import Case
+
+    nan, inf = float("nan"), float("inf")
+    target = torch.tensor([[0.0, -0.5], [nan, -inf]])
+    case = Case({"_input": tst.tensor_arg(torch.zeros(2, 2)), "target": tst.tensor_arg(target),
+                 "shift_labels": None, "beta": 0.0})
+    (check,) = [c for c in jsd.lib._jsd_kernel.__tdiff_checks__ if c.name == "forward"]
+    runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
+    assert runner.judge(check).verdict(case)[0].failed  # (the finding, as the kernel computes it)
+    assert jsd._all_inf_block(tst.tensor_arg(target))
+    assert not jsd._all_inf_block(tst.tensor_arg(target[:1]))
+    assert not jsd._all_inf_block(tst.tensor_arg(torch.tensor([[nan, nan]])))

@@ -305,13 +305,19 @@ step_soak2() {  # two soaks at once (-n 8 each, the host's 16 cores), SOAK_SEEDS
 }
 
 step_soak_cpu() {  # the seed soak as a machine without a GPU runs it (CUDA hidden: interpreter against reference, the
-    # path the README's first command takes on a laptop), on this machine's cores: CPU_SOAK_SEEDS seeds, -n CPU_N
-    local t0=$SECONDS
-    CUDA_VISIBLE_DEVICES= $PY -m bench.trust.soak --seeds "${CPU_SOAK_SEEDS:-3}" -n "${CPU_N:-8}" --out /tmp/soak_cpu \
-        > "$OUT/soak_cpu.txt" 2>&1
-    local rc=$?
-    tar -czf "$OUT/soak_cpu.tgz" -C /tmp soak_cpu 2>/dev/null
-    summary "soak on the CPU path (CUDA hidden): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[' "$OUT/soak_cpu.txt" | tr '\n' ' ')"
+    # path the README's first command takes on a laptop), on this machine's cores: CPU_PROCS soaks at once, each
+    # CPU_SOAK_SEEDS seeds at -n CPU_N, none started that would end past CPU_SOAK_BUDGET seconds
+    local t0=$SECONDS i
+    for i in $(seq "${CPU_PROCS:-1}"); do
+        CUDA_VISIBLE_DEVICES= timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak --seeds "${CPU_SOAK_SEEDS:-3}" \
+            -n "${CPU_N:-8}" --out "/tmp/soak_cpu/p$i" ${CPU_SOAK_BUDGET:+--budget $CPU_SOAK_BUDGET} \
+            > "/tmp/soak_cpu_p$i.txt" 2>&1 &
+    done
+    wait
+    cat /tmp/soak_cpu_p*.txt > "$OUT/soak_cpu.txt"
+    (cd /tmp && tar -czf "$OUT/soak_cpu.tgz" soak_cpu_p*.txt $(ls -d soak_cpu/p*/soak.* soak_cpu/p*/seed*/log.txt \
+        soak_cpu/p*/seed*/run.json soak_cpu/p*/seed*/run/repro soak_cpu/p*/seed*/run/corpus 2>/dev/null))
+    summary "soak on the CPU path (CUDA hidden): $((SECONDS - t0)) s; $(grep -hE '^\[|budget' "$OUT/soak_cpu.txt" | tr '\n' ' ')"
 }
 
 step_reach() {  # issue 57 on the compiled path: the generic RoPE check (liger 1) and the two three-way planted bugs

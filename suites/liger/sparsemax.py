@@ -13,10 +13,12 @@ from tdiff import strategies as tst  # noqa: E402
 
 SHAPE = (tst.sides(1, 4), tst.sides(1, 5), "N")
 FINDING = "sparsemax leaves the largest value out of the support when it is 2**24 or more in magnitude"
-# narrowed away from FINDING (see FINDINGS.md): |x| < 2**23 and no infinities. No NaN either: a row with a NaN
-# has no sparsemax, and Triton 3.6's interpreter and compiled code disagree on tl.maximum(NaN, 0) (FINDINGS.md,
-# "Triton interpreter: tl.maximum / tl.minimum propagate NaN")
-bounded = tst.values(-(2.0**23), 2.0**23, inf=False, nan=False)
+# narrowed away from FINDING (see FINDINGS.md): |x| <= 2**15 and no infinities, so that the support's float32 sum
+# (a row of at most 300) stays below 2**24, where `cumsum - 1` still sees the 1 (a row of 96 values 7.42e6, each
+# below 2**23, gave 1 for each of 19 elements: a CPU soak seed). No NaN either: a row with a NaN has no sparsemax,
+# and Triton 3.6's interpreter and compiled code disagree on tl.maximum(NaN, 0) (FINDINGS.md, "Triton interpreter:
+# tl.maximum / tl.minimum propagate NaN")
+bounded = tst.values(-(2.0**15), 2.0**15, inf=False, nan=False)
 
 
 def sparsemax(x, dim):

@@ -174,6 +174,8 @@ def test_a_reference_that_overflows_where_the_kernel_does_not_asks_the_float64_r
     x, y = torch.tensor([3e19, 1.0]), torch.tensor([4e19, 2.0])
     v, ev = judge.verdict(Case({"x": tensor_arg(x), "y": tensor_arg(y)}))
     assert not v.failed and any(k == "range-edge" for k, _ in v.notes), v
+    # compared again with the float64 run, which alone decides it: no modelled or perturbed reruns asked for
+    assert {r.how for r in ev.extra} == {"fp64"}, sorted(ev.extra)
     assert run(H.stable_hypot).status == "passed"
 
 

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import tdiff
-from tdiff.record.check_record import CheckRecord, DivergenceRecord
+from tdiff.record.check_record import CheckRecord, DivergenceRecord, PlanRecord
 from tdiff.record.status import Status
 from tdiff.record.summary import aggregate, check_lines, problem_lines, record, total_lines
 from tests.test_budget import twice
@@ -72,3 +72,16 @@ def test_a_check_result_is_assembled_in_one_place():
             for n, line in enumerate(p.read_text().splitlines(), 1)
             if re.search(r"\bCheckResult\(|replace\(\s*result\b", line)]
     assert [m.split(":")[0] for m in made] == ["tdiff/drive/runner.py"] * 2, made
+
+
+def test_the_plan_reads_back_typed_and_keeps_every_key():
+    data = {"rows": 3, "cap": 3, "pairs": 10, "covered": 8, "triples": 4, "triples_covered": 4, "missing": ["a"],
+            "seconds": 0.5, "cache": "built"}
+    plan = PlanRecord.from_record(data)
+    assert plan.uncovered and (plan.cache, plan.seconds, plan.pairs) == ("built", 0.5, 10)
+    assert plan.to_record() == data
+    assert not PlanRecord.from_record({**data, "covered": 10}).uncovered
+    assert PlanRecord.from_record({**data, "covered": 10, "triples_covered": 3}).uncovered
+    assert not PlanRecord.from_record({}).uncovered and PlanRecord.from_record(None).to_record() == {}
+    rec = CheckRecord(id="m::k[tdiff]", plan=plan)
+    assert CheckRecord.from_record(json.loads(json.dumps(rec.to_record()))) == rec

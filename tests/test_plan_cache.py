@@ -3,7 +3,6 @@ cases; built again where the declaration changed or the stored plan no longer dr
 in every profile."""
 
 import json
-from types import SimpleNamespace
 
 import hypothesis
 
@@ -90,7 +89,9 @@ def test_the_json_totals_count_plans_by_how_they_came():
 
     plans = [{"cache": "built", "seconds": 0.5}, {"cache": "loaded", "seconds": 0.1},
              {"cache": "loaded", "seconds": 0.2}, {}, None]
-    records = [SimpleNamespace(plan=p) for p in plans]  # (the CheckRecord fields _plans reads)
+    from tdiff.record.check_record import CheckRecord, PlanRecord
+
+    records = [CheckRecord(id=f"m::k[{i}]", plan=PlanRecord.from_record(p)) for i, p in enumerate(plans)]
     assert _plans(records) == {"built": 1, "loaded": 2, "seconds": 0.8}
 
 

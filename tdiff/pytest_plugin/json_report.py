@@ -53,10 +53,9 @@ def _plans(records: list[CheckRecord]) -> dict:
     and the seconds building or loading them took."""
     out: dict = {"built": 0, "loaded": 0, "seconds": 0.0}
     for s in records:
-        plan = s.plan or {}
-        if plan.get("cache") in out:
-            out[plan["cache"]] += 1
-        out["seconds"] += plan.get("seconds", 0.0)
+        if s.plan.cache in out:
+            out[s.plan.cache] += 1
+        out["seconds"] += s.plan.seconds
     out["seconds"] = round(out["seconds"], 3)
     return out
 

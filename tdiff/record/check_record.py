@@ -59,6 +59,36 @@ class DivergenceRecord:
 
 
 @dataclass(frozen=True)
+class PlanRecord:
+    """A check's boundary plan as its record holds it: `tdiff.generate.plan.Coverage.as_dict()` with the seconds
+    building or loading it took and where it came from (`cache`: "built" or "loaded"); every key kept as written
+    (`data`), the ones tdiff reads typed."""
+
+    pairs: int = 0
+    covered: int = 0
+    triples: int = 0
+    triples_covered: int = 0
+    seconds: float = 0.0
+    cache: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def uncovered(self) -> bool:
+        """Whether the plan left pairs or triples of classes that no planned case held."""
+        return bool(self.pairs) and (self.covered < self.pairs or self.triples_covered < self.triples)
+
+    def to_record(self) -> dict[str, Any]:
+        return dict(self.data)
+
+    @classmethod
+    def from_record(cls, d: Mapping[str, Any] | None) -> PlanRecord:
+        d = d or {}
+        return cls(pairs=int(d.get("pairs") or 0), covered=int(d.get("covered") or 0),
+                   triples=int(d.get("triples") or 0), triples_covered=int(d.get("triples_covered") or 0),
+                   seconds=float(d.get("seconds") or 0.0), cache=str(d.get("cache") or ""), data=dict(d))
+
+
+@dataclass(frozen=True)
 class CheckRecord:
     """A check's result as its record holds it (the fields in the record's order; docs/reference/json.md names
     each)."""
@@ -91,7 +121,7 @@ class CheckRecord:
     spec_classes: tuple[str, ...] = ()
     spec_skipped: tuple[str, ...] = ()
     spec_unreachable: tuple[str, ...] = ()
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: PlanRecord = field(default_factory=PlanRecord)
     plan_line: str = ""
     hang_timeout: float | None = None
     wall: float = 0.0
@@ -123,7 +153,7 @@ class CheckRecord:
             compile_only={k: round(v, 3) if isinstance(v, float) else v for k, v in r.compile_only.items()},
             ahead=dict(r.ahead), budget_skipped=r.budget_skipped, budget_beyond=r.budget_beyond,
             spec_classes=tuple(r.spec_classes), spec_skipped=tuple(r.spec_skipped),
-            spec_unreachable=tuple(r.spec_unreachable), plan=dict(r.plan), plan_line=r.plan_line,
+            spec_unreachable=tuple(r.spec_unreachable), plan=PlanRecord.from_record(r.plan), plan_line=r.plan_line,
             hang_timeout=r.hang_timeout, wall=round(r.wall, 3), started=r.started, pid=r.pid,
             phases=_round(r.phases), spent=_round(r.spent), replayed=tuple((a, b) for a, b in r.replayed),
             other_versions=dict(r.other_versions), search_shrinks=r.search_shrinks,
@@ -141,6 +171,8 @@ class CheckRecord:
                 value = [d.to_record() for d in value]
             elif f.name == "replayed":
                 value = [list(x) for x in value]
+            elif f.name == "plan":
+                value = value.to_record()
             elif isinstance(value, tuple):
                 value = list(value)
             out[f.name] = value
@@ -160,6 +192,8 @@ class CheckRecord:
                 value = tuple(DivergenceRecord.from_record(x) for x in value or ())
             elif f.name == "replayed":
                 value = tuple((str(a), str(b)) for a, b in value or ())
+            elif f.name == "plan":
+                value = PlanRecord.from_record(value)
             elif isinstance(value, list):
                 value = tuple(value)
             values[f.name] = value

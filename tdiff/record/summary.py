@@ -252,9 +252,7 @@ def aggregate(records: Sequence[CheckRecord | Mapping[str, Any]]) -> list[Row]:
             row("specialization classes the compile budget skipped", None).add(cid, None, s.spec_skipped[0])
         if s.spec_classes:
             row("specialization classes no case compiled", None).add(cid, None, s.spec_classes[0])
-        plan = s.plan
-        if plan.get("pairs") and (plan.get("covered", 0) < plan["pairs"]
-                                  or plan.get("triples_covered", 0) < plan.get("triples", 0)):
+        if s.plan.uncovered:
             row("boundary plan: triples or pairs of classes no planned case held", None).add(
                 cid, None, s.plan_line)
         if s.hang_timeout:

@@ -2,6 +2,7 @@ import os
 
 import pytest
 import torch
+import triton  # noqa: F401  (loaded once, first: libtriton aborts when a test's changed HOME or cwd meets its first load)
 
 
 def pytest_collection_modifyitems(config, items):

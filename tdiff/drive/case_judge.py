@@ -182,7 +182,8 @@ class CaseJudge:
             return self.spec(BackendSpec("interpreter", nudge=need.k))
         if need.how == MODELLED:  # the GPU's arithmetic (k=0: rounded to nearest, else at random)
             return self.spec(BackendSpec("interpreter", gpu_arith=True, rounding=need.k))
-        spec = self.roles[need.of]  # type: ignore[index]
+        assert need.of is not None  # (the rest rerun an opinion: `Rerun` has them name it)
+        spec = self.roles[need.of]
         if need.how == AGAIN:
             return spec
         if need.how == ZERO_FILL:

@@ -399,12 +399,13 @@ class _SpecClasses:
 
 def _spec_classes(budget: CompileBudget) -> _SpecClasses:
     skipped = tuple(_skipped_classes(budget))
-    notes = [budget.describe()] if budget.describe() else []
+    described = budget.describe()
+    notes = [described] if described else []
     if skipped:
         notes.append("the compile budget never compiled specialization classes that drawn cases brought: "
                      + "; ".join(skipped))
     return _SpecClasses(budget.skipped, budget.for_classes, tuple(budget.coverage()),
-                        tuple(budget.coverage(reachable=False)), skipped, tuple(notes))  # type: ignore[arg-type]
+                        tuple(budget.coverage(reachable=False)), skipped, tuple(notes))
 
 
 def _skipped_classes(budget: CompileBudget) -> list[str]:

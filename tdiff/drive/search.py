@@ -279,12 +279,13 @@ def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, te
                      group: Grouping | None = None) -> tuple[Callable[[], None], list[Case]]:
     """`test` as the search's hypothesis test: drawing `drawn_cases`, under `settings` with the boundary plan in
     its example database, seeded by `--tdiff-seed` or, derandomized, by the check's id."""
+    # (hypothesis's private hooks, here and below: attributes its stubs lack)
     test._hypothesis_internal_add_digest = check.id.encode()  # type: ignore[attr-defined]
     key = function_digest(test)
     derandomized = settings.derandomize  # (the plan's settings derandomize nothing: they have a database)
     settings, cases = planned(check, drawn_cases(check, options), settings, options, key, run, group)
     wrapped = settings(hypothesis.given(drawn_cases(check, options, admit))(test))
-    wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]
+    wrapped._hypothesis_internal_database_key = key  # type: ignore[attr-defined]  # (as above)
     if options.seed is not None:
         wrapped = hypothesis.seed(options.seed)(wrapped)
     elif derandomized:
@@ -292,6 +293,7 @@ def _hypothesis_test(check: Any, options: Any, settings: hypothesis.settings, te
         # function would draw other cases in CI. The check's id alone decides them.
         wrapped = hypothesis.seed(stable_seed(check.id))(wrapped)
     if settings.database is not None:  # (hypothesis.seed drops the database: the plan's is put back)
-        wrapped._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]
-            wrapped._hypothesis_internal_use_settings, database=settings.database)  # type: ignore[attr-defined]
+        kept = wrapped._hypothesis_internal_use_settings  # type: ignore[attr-defined]  # (as above)
+        wrapped._hypothesis_internal_use_settings = hypothesis.settings(  # type: ignore[attr-defined]  # (as above)
+            kept, database=settings.database)
     return wrapped, cases

@@ -53,7 +53,7 @@ def _send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> N
         sock.sendall(frame)
 
 
-def _exact(sock: socket.socket, n: int, fds: list[int]) -> bytes | None:
+def _exact(sock: socket.socket, n: int, fds: list[int] | None) -> bytes | None:
     buf = b""
     while len(buf) < n:
         if fds is not None and not buf:
@@ -69,10 +69,10 @@ def _exact(sock: socket.socket, n: int, fds: list[int]) -> bytes | None:
 
 def _receive(sock: socket.socket, with_fds: bool = False) -> tuple[dict | None, list[int]]:
     fds: list[int] = []
-    head = _exact(sock, 4, fds if with_fds else None)  # type: ignore[arg-type]
+    head = _exact(sock, 4, fds if with_fds else None)
     if head is None:
         return None, fds
-    body = _exact(sock, int.from_bytes(head, "big"), None)  # type: ignore[arg-type]
+    body = _exact(sock, int.from_bytes(head, "big"), None)
     return (json.loads(body) if body is not None else None), fds
 
 

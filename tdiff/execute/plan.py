@@ -207,12 +207,13 @@ def deterministic_empty() -> Iterator[None]:
     by torch's deterministic mode (NaN / the largest integer)."""
     det = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]  # (a flag torch's stubs omit)
+    # (a flag torch's stubs omit, here and below)
+    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
     saved = [(obj, name, getattr(obj, name)) for obj, name in _FACTORIES]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         _set_deterministic(True, warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+        torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]  # (as above)
         for obj, name, factory in saved:
             setattr(obj, name, _filled(factory))
         try:
@@ -221,7 +222,7 @@ def deterministic_empty() -> Iterator[None]:
             for obj, name, factory in saved:
                 setattr(obj, name, factory)
             _set_deterministic(det, warn_only=warn_only)
-            torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+            torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]  # (as above)
 
 
 def grid3(grid: Any) -> tuple[int, int, int]:

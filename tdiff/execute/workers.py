@@ -141,7 +141,7 @@ class Worker:
     def ask_to_stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None and not self.stopping:
             try:
-                self.conn_out.send_bytes(wire.dumps(None))  # type: ignore[union-attr]
+                self.send(wire.dumps(None))
                 self.stopping = True
             except OSError:
                 pass
@@ -172,15 +172,20 @@ class Worker:
         self.log_pos = end
         return data.decode("utf-8", "replace")
 
-    def submit(self, job: Job) -> None:
+    def send(self, data: bytes) -> None:
+        """`data` down the pipe to the worker (started: `start` opens the pipe with the process)."""
+        assert self.conn_out is not None, f"worker {self.lane}: sent to before it started"
+        self.conn_out.send_bytes(data)
+
+    def submit(self, job: Job | Ahead) -> None:
         if not self.alive:
             self.start()
         data = wire.dumps(job)
         try:
-            self.conn_out.send_bytes(data)  # type: ignore[union-attr]
+            self.send(data)
         except (BrokenPipeError, OSError):
             self.start()
-            self.conn_out.send_bytes(data)  # type: ignore[union-attr]
+            self.send(data)
 
     def collect(self, job: Job, deadline: float, timeout: float) -> Outcome:
         """Wait for the reply to `job` until `deadline`; a timeout or crash becomes a failed outcome."""
@@ -276,7 +281,7 @@ class Pool:
 
     def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:
         """Run jobs, each on its spec's lane; jobs of one lane run one after another."""
-        results: list[Outcome | None] = [None] * len(jobs)
+        results: dict[int, Outcome] = {}
         queue = list(enumerate(jobs))
         while queue:
             batch: list[tuple[int, Job]] = []
@@ -292,7 +297,7 @@ class Pool:
                 results[i] = self.worker(job.spec.lane).collect(job, deadline, timeout)
                 deadline = max(deadline, time.monotonic())
             queue = rest
-        return results  # type: ignore[return-value]
+        return [results[i] for i in range(len(jobs))]
 
     def run(self, job: Job, timeout: float) -> Outcome:
         return self.run_many([job], timeout)[0]
@@ -300,7 +305,7 @@ class Pool:
     def ahead(self, jobs: Sequence[Ahead]) -> None:
         """Start compile workers on their cases; they work beside everything else until `stop_ahead`."""
         for job in jobs:
-            self.worker(job.lane).submit(job)  # type: ignore[arg-type]
+            self.worker(job.lane).submit(job)
             self.running_ahead.append(job.lane)
 
     def stop_ahead(self, timeout: float) -> Any:
@@ -314,7 +319,7 @@ class Pool:
             w = self.workers.get(lane)
             if w is not None and w.alive:
                 with contextlib.suppress(OSError):
-                    w.conn_out.send_bytes(wire.dumps(STOP_AHEAD))  # type: ignore[union-attr]
+                    w.send(wire.dumps(STOP_AHEAD))
         deadline = time.monotonic() + timeout
         for lane in lanes:
             w = self.workers.get(lane)

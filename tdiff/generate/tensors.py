@@ -215,7 +215,7 @@ def tensors(
     # (what a TensorStrategy answers, hung on the hypothesis strategy built from it: `@tdiff.check` and
     # generate.cases ask either; hypothesis's SearchStrategy declares none of them, and its own `validate`)
     strategy.depends_on = spec.depends_on  # type: ignore[attr-defined]
-    strategy.build = spec.build  # type: ignore[attr-defined]
-    strategy.validate = spec.validate  # type: ignore[method-assign]
-    strategy.tensor_spec = spec  # type: ignore[attr-defined]
+    strategy.build = spec.build  # type: ignore[attr-defined]  # (as above)
+    strategy.validate = spec.validate  # type: ignore[method-assign]  # (as above)
+    strategy.tensor_spec = spec  # type: ignore[attr-defined]  # (as above)
     return strategy

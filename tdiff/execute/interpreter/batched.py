@@ -187,8 +187,9 @@ def access_methods(current: Callable[[str], Callable], size: Callable[[], int],
             else:
                 shape = shaped[k].shape
                 wide = TensorHandle(np.array(np.broadcast_to(shaped[k], full), order="C"), h.dtype)  # (writable)
+                # (mypy infers no lambda with a default argument)
                 out.append(with_shadows(h, wide, lambda v, shape=shape: np.broadcast_to(  # type: ignore[misc]
-                    v.reshape(shape), full)))  # (mypy infers no lambda with a default argument)
+                    v.reshape(shape), full)))
             k += 1
         return out
 

@@ -148,8 +148,8 @@ class Memory:
         for a in self.split(addrs, active):
             r = a.region
             lanes = a.lanes if a.lanes is not None else slice(None)
-            program = per_lane[lanes] if isinstance(per_lane, np.ndarray) else per_lane  # type: ignore[assignment]
             # (a program's number is an int, never the float lane_programs may give for other values)
+            program = per_lane[lanes] if isinstance(per_lane, np.ndarray) else per_lane  # type: ignore[assignment]
             if r.mag is not None:
                 mag[lanes] = r.mag[a.idx]
             for attr in ("ovf", "fragile"):

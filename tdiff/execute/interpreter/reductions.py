@@ -46,7 +46,7 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
         if fa is not None and fa.ndim >= 2:
             f |= fa.any(axis=-1)[..., :, None]  # type: ignore[index]  # (numpy: an axis given gives an array)
         if fb is not None and fb.ndim >= 2:
-            f |= fb.any(axis=-2)[..., None, :]  # type: ignore[index]
+            f |= fb.any(axis=-2)[..., None, :]  # type: ignore[index]  # (as above)
         set_fragile(out, f)
     if ma is None or mb is None or ma.ndim < 2:
         return elementwise(out, [a, b, d], "create_dot", above, left)
@@ -64,7 +64,7 @@ def dot(a: TensorHandle, b: TensorHandle, d: TensorHandle, out: TensorHandle,
         if oa is not None:
             ovf |= oa.any(axis=-1)[..., :, None]  # type: ignore[index]  # (as above)
         if ob is not None:
-            ovf |= ob.any(axis=-2)[..., None, :]  # type: ignore[index]
+            ovf |= ob.any(axis=-2)[..., None, :]  # type: ignore[index]  # (as above)
         if od is not None:
             ovf |= fit(od, shape)
     out_vals = values(out)

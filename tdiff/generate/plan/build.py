@@ -230,10 +230,10 @@ def boundary_plan(strategy: SearchStrategy, rows: int, seed: int, triples: bool 
         else:
             if left is None or index.keys != points.keys():
                 index = index.current(points)
-                left = missing_pairs(index, covered | unreachable)  # type: ignore[operator]
+                left = missing_pairs(index, covered | unreachable)
                 grown = triple_keys(points, tkeys) if triples else ()
                 if left3 is None or grown != tkeys:
-                    left3 = missing_triples(points, grown, covered3 | unreachable,  # type: ignore[operator]
+                    left3 = missing_triples(points, grown, covered3 | unreachable,
                                             left3, set(grown) - set(tkeys))
                     tkeys = grown
             picked = next_row(points, left, rng, triples=left3, least=least)

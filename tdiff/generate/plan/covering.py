@@ -118,8 +118,8 @@ def single_rows(points: Mapping[str, Point], rng: random.Random) -> list[dict[st
         for k, p in sorted(points.items()):
             if todo.get(k):
                 row[k] = todo[k].pop(0)
-            elif _usual(p) is not None:
-                row[k] = _usual(p)  # type: ignore[assignment]
+            elif (usual := _usual(p)) is not None:
+                row[k] = usual
         out.append(row)
     return out
 
@@ -165,6 +165,7 @@ class Missing(dict):
             self.partners.setdefault(a, {})[b] = w
             self.partners.setdefault(b, {})[a] = w
 
+    # (dict.pop's overloads in one signature: a pair's key, an int default)
     def pop(self, pair: Pair, *default: int) -> int:  # type: ignore[override]
         if pair in self:
             a, b = pair
@@ -173,7 +174,7 @@ class Missing(dict):
         return super().pop(pair, *default)
 
 
-def missing_pairs(index: PairIndex, done: set[Pair]) -> Missing:
+def missing_pairs(index: PairIndex, done: Collection[Pair | Triple]) -> Missing:
     """The index's pairs not in `done`, with their weights, in sorted order (what `next_row` takes: kept up to
     date by popping the pairs a row covers, it stays sorted)."""
     return Missing((p, index.weights[p]) for p in index.order if p not in done)
@@ -370,7 +371,7 @@ class MissingTriples(dict):
             self.thirds.setdefault((a, c), {})[b] = w
             self.thirds.setdefault((b, c), {})[a] = w
 
-    def pop(self, triple: Triple, *default: int) -> int:  # type: ignore[override]
+    def pop(self, triple: Triple, *default: int) -> int:  # type: ignore[override]  # (as Missing.pop)
         if triple in self:
             a, b, c = triple
             del self.thirds[(a, b)][c]
@@ -379,7 +380,7 @@ class MissingTriples(dict):
         return super().pop(triple, *default)
 
 
-def missing_triples(points: Mapping[str, Point], keys: Collection[str], done: set[Triple],
+def missing_triples(points: Mapping[str, Point], keys: Collection[str], done: Collection[Pair | Triple],
                     grown: MissingTriples | None = None, new: Collection[str] | None = None) -> MissingTriples:
     """The triples of `keys` not in `done`, with their weights (`grown`: those of the points before, to which the
     triples touching the `new` points are added)."""

@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Callable
 from functools import partial
 
-from .text import Edit, Text, function_of, is_atom, operand, short
+from .text import Edit, Text, function_of, is_atom, last_line, operand, short
 
 
 def _bindings(fn: ast.FunctionDef) -> tuple[set[str], dict[str, int], dict[str, list[ast.Name]]]:
@@ -81,7 +81,7 @@ def temporaries(t: Text) -> list[Edit]:
     for node, name in _assignments(fn):
         used = reads.get(name, [])
         if name in params or stores.get(name) != 1 or len(used) != 1 or not t.alone(node, node) or \
-                used[0].lineno <= node.end_lineno or "\n" in t.segment(node.value):  # type: ignore[operator]
+                used[0].lineno <= last_line(node) or "\n" in t.segment(node.value):
             continue
         text = _substitute(t, node, used[0])
         if text is not None:  # (made here, once: whether it fits is known only from the text)

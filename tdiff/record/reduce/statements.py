@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from .text import Edit, Text, block_lines, blocks, function_of, is_range
+from .text import Edit, Text, block_lines, blocks, function_of, is_range, last_line
 
 
 def cleanup(t: Text) -> list[Edit]:
@@ -70,11 +70,11 @@ def deletions(t: Text) -> list[Edit]:
 def _delete(t: Text, block: list[ast.stmt], chunk: list[ast.stmt]) -> Edit | None:
     if not t.alone(chunk[0], chunk[-1]):
         return None
-    first, last = chunk[0].lineno, chunk[-1].end_lineno
+    first, last = chunk[0].lineno, last_line(chunk[-1])
     whole = len(chunk) == len(block)
     indent = t.indent(first)
     what = f"line {first} deleted" if first == last else f"lines {first}-{last} deleted"
-    return Edit(what, lambda: t.replace_lines(first, last, [indent + "pass\n"] if whole else []))  # type: ignore[arg-type]
+    return Edit(what, lambda: t.replace_lines(first, last, [indent + "pass\n"] if whole else []))
 
 
 def compounds(t: Text) -> list[Edit]:
@@ -92,7 +92,7 @@ def compounds(t: Text) -> list[Edit]:
         if isinstance(node, ast.If) and node.orelse:
             out.append(Edit(f"line {first}: if replaced by its else", _else(t, node, indent)))
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and is_range(node.iter):
-            args = node.iter.args  # type: ignore[attr-defined]
+            args = node.iter.args
             start = t.segment(args[0]) if len(args) > 1 else "0"
             out.append(Edit(f"line {first}: loop replaced by its first iteration",
                             _branch(t, first, last, node, node.body, indent, f"{indent}{node.target.id} = {start}\n")))
@@ -110,9 +110,9 @@ def _else(t: Text, node: ast.If, indent: str) -> Callable[[], str]:
         def elif_() -> str:
             lines = t.lines[inner.lineno - 1:inner.end_lineno]
             lines[0] = re.sub(r"^(\s*)elif", r"\1if", lines[0], count=1)
-            return t.replace_lines(node.lineno, node.end_lineno, lines)  # type: ignore[arg-type]
+            return t.replace_lines(node.lineno, last_line(node), lines)
         return elif_
-    return lambda: t.replace_lines(node.lineno, node.end_lineno, block_lines(t, node.orelse, indent))  # type: ignore[arg-type]
+    return lambda: t.replace_lines(node.lineno, last_line(node), block_lines(t, node.orelse, indent))
 
 
 def one_iteration(t: Text) -> list[Edit]:
@@ -121,7 +121,7 @@ def one_iteration(t: Text) -> list[Edit]:
     for node in ast.walk(function_of(t.tree)):
         if not (isinstance(node, ast.For) and is_range(node.iter)):
             continue
-        call: ast.Call = node.iter  # type: ignore[assignment]
+        call = node.iter
         args = call.args
         if not args:
             continue

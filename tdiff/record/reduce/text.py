@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeGuard
 
 
 @dataclass
@@ -33,8 +34,9 @@ class Text:
         return self.starts[lineno - 1] + len(line.encode()[:col].decode(errors="ignore"))
 
     def span(self, node: ast.AST) -> tuple[int, int]:
+        # (a parsed node with a position, an expression or statement: ast.AST declares none)
         return (self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
-                self.offset(node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+                self.offset(node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]  # (as above)
 
     def segment(self, node: ast.AST) -> str:
         a, b = self.span(node)
@@ -51,7 +53,7 @@ class Text:
         """Whether statements `first`..`last` fill their lines (no `;` neighbours)."""
         a, b = self.span(first)[0], self.span(last)[1]
         head = self.src[self.starts[first.lineno - 1]:a]
-        tail = self.src[b:self.starts[last.end_lineno]]  # type: ignore[index]
+        tail = self.src[b:self.starts[last_line(last)]]
         return not head.strip() and (not tail.strip() or tail.strip().startswith("#"))
 
     def replace_lines(self, first: int, last: int, new: list[str]) -> str:
@@ -102,7 +104,13 @@ def block_lines(t: Text, block: list[ast.stmt], indent: str) -> list[str]:
     return [indent + line if line.strip() else line for line in dedent(lines, have)]
 
 
-def is_range(call: ast.AST) -> bool:
+def last_line(node: ast.stmt | ast.expr) -> int:
+    """The last line of a parsed node (`ast.parse` sets it on every statement and expression)."""
+    assert node.end_lineno is not None, f"line {node.lineno}: a node without its end (not parsed)"
+    return node.end_lineno
+
+
+def is_range(call: ast.AST) -> TypeGuard[ast.Call]:
     if not isinstance(call, ast.Call):
         return False
     f = call.func

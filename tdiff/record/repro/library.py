@@ -15,6 +15,7 @@ import ast
 import importlib
 import inspect
 from functools import lru_cache
+from typing import TypeGuard
 
 from ...core import tolerance
 from . import runtime, tracer
@@ -33,7 +34,7 @@ class RenderError(RuntimeError):
     """tdiff's own source does not fit a reproducer (a tdiff import nothing before provides, a clash)."""
 
 
-def _is_tdiff_import(node: ast.stmt) -> bool:
+def _is_tdiff_import(node: ast.stmt) -> TypeGuard[ast.ImportFrom]:
     return isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] == "tdiff")
 
 
@@ -81,7 +82,7 @@ class Bundle:
         for node in body:
             if isinstance(node, ast.ImportFrom) and node.module == "__future__" or _is_tdiff_import(node):
                 if _is_tdiff_import(node):
-                    for a in node.names:  # type: ignore[attr-defined]
+                    for a in node.names:
                         if a.asname not in (None, a.name) or a.name not in self.defined:
                             raise RenderError(f"{label}: `{a.name}` (imported from tdiff) is not defined before it")
                 drop.append((node.lineno, node.end_lineno or node.lineno))

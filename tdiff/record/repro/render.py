@@ -215,7 +215,10 @@ def _variants(sides: tuple[str, ...], ev: Evidence) -> dict[str, dict[str, Any] 
 def _side_of(verdict: Verdict, ev: Evidence) -> str:
     """The backend whose own behaviour the verdict is about (errors, integrity findings)."""
     if verdict.kind == "error":
-        return verdict.targets[0] if verdict.targets else verdict.pair[0]  # type: ignore[index]
+        if verdict.targets:
+            return verdict.targets[0]
+        assert verdict.pair is not None  # (an error verdict names its pair: `fault_verdicts`)
+        return verdict.pair[0]
     return verdict.pair[0] if verdict.pair else next(iter(ev.outcomes))
 
 

@@ -96,6 +96,7 @@ def project(pytester):
     # (no boundary plan: these count cases exactly; no kernel reduction: no test here asserts on it, and a failing
     # check with a reproducer paid up to 30 s for it)
     kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0,
+                   tdiff_isolation="none",
                    tdiff_reduce_budget=0)
     return pytester
 

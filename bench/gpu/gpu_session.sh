@@ -290,34 +290,32 @@ step_soak() {  # the seed soak (bench/trust/soak.py): the main job at SOAK_SEEDS
     summary "soak (${TAG:-now}): exit $rc, $((SECONDS - t0)) s; $(grep -E '^\[|budget|False-alarm' "$OUT/soak_${TAG:-now}.txt" | tr '\n' ' ')"
 }
 
-step_soak2() {  # two soaks at once (-n 8 each, the host's 16 cores), SOAK_SEEDS seeds each, a fresh Triton cache per
-    # seed; no seed started that would end past SOAK_BUDGET seconds; both reports and logs in one tarball
-    local t0=$SECONDS i
-    for i in a b; do
-        timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache --out "/tmp/soak_$i" \
-            ${SOAK_BUDGET:+--budget $SOAK_BUDGET} > "/tmp/soak_$i.txt" 2>&1 &
+soaks() {  # soaks NAME N ARGS...: N seed soaks at once (bench/trust/soak.py ARGS, each under /tmp/NAME/p<i>, none
+    # running past SOAK_KILL seconds); their logs in $OUT/NAME.txt, reports, seed logs, reproducers and corpus
+    # entries in $OUT/NAME.tgz, a summary line
+    local name=$1 n=$2 t0=$SECONDS i
+    shift 2
+    rm -rf "/tmp/$name" /tmp/"$name"_p*.txt
+    for i in $(seq "$n"); do
+        timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak "$@" --out "/tmp/$name/p$i" > "/tmp/${name}_p$i.txt" 2>&1 &
     done
     wait
-    (cd /tmp && tar -czf "$OUT/soak2_${TAG:-now}.tgz" soak_a.txt soak_b.txt \
-        $(ls -d soak_a/soak.* soak_b/soak.* soak_?/seed*/log.txt soak_?/seed*/run.json soak_?/seed*/run/repro \
-          soak_?/seed*/run/corpus 2>/dev/null))
-    summary "soak2 (${TAG:-now}): $((SECONDS - t0)) s; $(grep -hE '^\[|budget|False-alarm' /tmp/soak_a.txt /tmp/soak_b.txt | tr '\n' ' ')"
+    cat /tmp/"$name"_p*.txt > "$OUT/$name.txt"
+    (cd /tmp && tar -czf "$OUT/$name.tgz" "$name"_p*.txt $(ls -d "$name"/p*/soak.* "$name"/p*/seed*/log.txt \
+        "$name"/p*/seed*/run.json "$name"/p*/seed*/run/repro "$name"/p*/seed*/run/corpus 2>/dev/null))
+    summary "$name: $((SECONDS - t0)) s; $(grep -hE '^\[|budget' "$OUT/$name.txt" | tr '\n' ' ')"
+}
+
+step_soak2() {  # two soaks at once (-n 8 each, the host's 16 cores), SOAK_SEEDS seeds each, a fresh Triton cache per
+    # seed; no seed started that would end past SOAK_BUDGET seconds
+    soaks "soak2_${TAG:-now}" 2 --seeds "${SOAK_SEEDS:-2}" -n 8 --fresh-triton-cache ${SOAK_BUDGET:+--budget $SOAK_BUDGET}
 }
 
 step_soak_cpu() {  # the seed soak as a machine without a GPU runs it (CUDA hidden: interpreter against reference, the
     # path the README's first command takes on a laptop), on this machine's cores: CPU_PROCS soaks at once, each
     # CPU_SOAK_SEEDS seeds at -n CPU_N, none started that would end past CPU_SOAK_BUDGET seconds
-    local t0=$SECONDS i
-    for i in $(seq "${CPU_PROCS:-1}"); do
-        CUDA_VISIBLE_DEVICES= timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak --seeds "${CPU_SOAK_SEEDS:-3}" \
-            -n "${CPU_N:-8}" --out "/tmp/soak_cpu/p$i" ${CPU_SOAK_BUDGET:+--budget $CPU_SOAK_BUDGET} \
-            > "/tmp/soak_cpu_p$i.txt" 2>&1 &
-    done
-    wait
-    cat /tmp/soak_cpu_p*.txt > "$OUT/soak_cpu.txt"
-    (cd /tmp && tar -czf "$OUT/soak_cpu.tgz" soak_cpu_p*.txt $(ls -d soak_cpu/p*/soak.* soak_cpu/p*/seed*/log.txt \
-        soak_cpu/p*/seed*/run.json soak_cpu/p*/seed*/run/repro soak_cpu/p*/seed*/run/corpus 2>/dev/null))
-    summary "soak on the CPU path (CUDA hidden): $((SECONDS - t0)) s; $(grep -hE '^\[|budget' "$OUT/soak_cpu.txt" | tr '\n' ' ')"
+    CUDA_VISIBLE_DEVICES= soaks soak_cpu "${CPU_PROCS:-1}" --seeds "${CPU_SOAK_SEEDS:-3}" -n "${CPU_N:-8}" \
+        ${CPU_SOAK_BUDGET:+--budget $CPU_SOAK_BUDGET}
 }
 
 step_reach() {  # issue 57 on the compiled path: the generic RoPE check (liger 1) and the two three-way planted bugs

@@ -523,3 +523,18 @@ def test_a_faithful_tanh_moves_the_gradient_torch_computes_from_it(monkeypatch):
 
     monkeypatch.setattr(f32._Float32Mode, "_faithful", moved_apart_from_autograd)
     assert judged().failed
+
+
+def test_a_square_of_a_rounding_level_value_carries_the_product_of_its_errors():
+    # liger's cross entropy z-loss on CPU (a new user's first run, default profile): a row [-17.35, 0] has
+    # lse = log(1 + 2.9e-8), 0 in float32, and z = 1e-4 * lse^2 is 0 where the reference gives 2.8e-20. First-order
+    # propagation gives lse * lse an error scale of 0 (both operands are 0); the product of the two operands'
+    # errors (m0 * m1 * eps) is what the squared rounding is: without it, `disagrees with reference`
+    cross_entropy = pytest.importorskip("suites.liger.cross_entropy")
+    from tdiff.record.corpus import Entry
+
+    entry = Entry(Path(__file__).parent.parent / "corpus" / "liger_cross_entropy_kernel"
+                  / "forward-43fb181a6ce0db18")
+    (check,) = [c for c in cross_entropy.lib.liger_cross_entropy_kernel.__tdiff_checks__ if c.name == "forward"]
+    v = tdiff.Runner(OPTS.with_(isolation="none")).judge(check).verdict(entry.load_case())[0]
+    assert v.label == V.PASSED, text(v)

@@ -5,7 +5,8 @@ Each floating `TensorHandle` the instrumented builder returns carries shadows:
 
 - `mag` (per element): an error scale M, such that a correct computation's rounding error is about
   eps * M. It follows first-order error propagation: a loaded value's M is its own magnitude; a sum's
-  is the larger of its operands' (or its own magnitude); a product's is M_a * |b| + M_b * |a|; a
+  is the larger of its operands' (or its own magnitude); a product's is M_a * |b| + M_b * |a| + M_a * M_b * eps
+  (the second-order term: the square of a rounding-level value, log(1 + 3e-8) squared, is not exact); a
   quotient's, a square root's, an exponential's follow their derivatives; a reduction's grows with
   the square root of its number of terms, and so do `tl.dot`'s (both in `reductions`) and atomic
   adds'. So a result that cancels (`a * b - c` near zero) keeps the scale of its operands, and an
@@ -237,7 +238,10 @@ def _propagate(rule: str, floats: list[TensorHandle], out_vals: np.ndarray, shap
     v = [fit(finite_abs(values(h)), shape) for h in floats]
     with np.errstate(all="ignore"):
         if rule == "mul" and len(floats) == 2:
-            prop = m[0] * v[1] + m[1] * v[0]
+            # (and the product of the two errors, m0 * m1 * eps: where both operands are rounding-level values,
+            # a log of 1 + 3e-8 squared, the first-order terms are 0 and the product's error is not)
+            second = m[0] * m[1] * max(eps_of(floats[0]), eps_of(floats[1]))
+            prop = m[0] * v[1] + m[1] * v[0] + second
         elif rule == "div" and len(floats) == 2:
             den = np.where(v[1] > 0, v[1], np.inf)
             prop = m[0] / den + m[1] * v[0] / (den * den)

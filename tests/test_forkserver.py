@@ -1,10 +1,14 @@
-"""Workers forked from a preloaded zygote (tdiff.execute.forkserver): the CPU lanes' workers fork from one process
-per test process that imported torch, Triton and tdiff once; a crash in one reports as a started worker's does; the
-GPU lanes and TDIFF_FORKSERVER=0 keep fresh interpreters."""
+"""Workers forked from preloaded zygotes (tdiff.execute.forkserver): a worker forks from a process that imported
+torch, Triton and tdiff once, one per host for every test process of a run; a crash in one reports as a started
+worker's does; the GPU zygote imports only what leaves CUDA uninitialized; TDIFF_FORKSERVER=0 keeps fresh
+interpreters."""
 
+import builtins
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -67,6 +71,66 @@ def test_off_every_worker_is_a_fresh_interpreter(pool, monkeypatch):
     assert isinstance(pool.workers["cpu"].proc, subprocess.Popen)
 
 
-def test_lanes_that_see_the_gpu_never_fork(pool):
-    assert not pool.worker("gpu").forks and not pool.worker("compile0").forks
-    assert pool.worker("cpu").forks == forkserver.enabled()
+def test_each_lane_forks_from_the_zygote_of_its_kind(pool):
+    assert pool.worker("gpu").zygote_kind == "gpu" and pool.worker("compile0").zygote_kind == "gpu"
+    assert pool.worker("cpu").zygote_kind == "cpu" and pool.worker("ref").zygote_kind == "cpu"
+    assert all(pool.worker(lane).forks == forkserver.enabled() for lane in ("gpu", "compile0", "cpu", "ref"))
+
+
+# a test process of a run: forks a worker from the host's zygote and says where it came from
+_TEST_PROCESS = """
+import json, sys, time
+from tdiff.execute import forkserver
+from tdiff.execute.workers import Pool
+w = Pool().worker("cpu")
+w.start()
+ppid = int(next(line for line in open(f"/proc/{w.proc.pid}/status") if line.startswith("PPid")).split()[1])
+print(json.dumps({"worker": w.proc.pid, "parent": ppid, "connected": forkserver.zygote().proc is None}), flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.skipif(not forkserver.enabled() or not os.path.exists("/proc/self/status"), reason="no fork or /proc")
+def test_the_test_processes_of_a_run_fork_from_the_one_zygote_of_the_host(tmp_path):
+    owner = forkserver.Zygote.start(dict(os.environ), "cpu", listen=True)
+    try:
+        env = dict(os.environ, **{forkserver.ADDRESS_ENV["cpu"]: owner.address})
+        procs = [subprocess.Popen([sys.executable, "-c", _TEST_PROCESS], env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True) for _ in range(2)]
+        said = [json.loads(p.stdout.readline()) for p in procs]
+        assert [s["parent"] for s in said] == [owner.proc.pid] * 2 and all(s["connected"] for s in said), said
+        procs[0].communicate("\n", timeout=60)  # a test process that ends takes its workers with it
+        deadline = time.monotonic() + 10
+        while _running(said[0]["worker"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(said[0]["worker"]) and _running(said[1]["worker"])
+        procs[1].communicate("\n", timeout=60)
+    finally:
+        owner.close()
+    assert owner.proc.poll() is not None and not os.path.exists(owner.address)  # the zygote goes with its owner
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
+def test_the_gpu_zygote_preloads_only_modules_whose_import_leaves_cuda_uninitialized(tmp_path, monkeypatch):
+    (tmp_path / "tdiff_inits_cuda.py").write_text("import builtins\nbuiltins.tdiff_test_cuda_initialized = True\n")
+    (tmp_path / "tdiff_leaves_cuda.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(forkserver, "cuda_initialized", lambda: getattr(builtins, "tdiff_test_cuda_initialized", 0))
+    forkserver._import_clean("tdiff_leaves_cuda")
+    forkserver._import_clean("tdiff_inits_cuda")
+    assert "tdiff_leaves_cuda" in sys.modules and "tdiff_inits_cuda" not in sys.modules
+    assert not hasattr(builtins, "tdiff_test_cuda_initialized")  # (the trial import ran in a fork)
+    assert forkserver._refusal("cpu") == "" and forkserver._refusal("gpu") == ""
+    builtins.tdiff_test_cuda_initialized = True
+    try:
+        assert "CUDA is initialized" in forkserver._refusal("gpu")
+    finally:
+        del builtins.tdiff_test_cuda_initialized

@@ -1,33 +1,53 @@
-"""Workers forked from a preloaded zygote: the imports every worker needs, paid once per test process.
+"""Workers forked from preloaded zygotes: the imports every worker needs, paid once per host.
 
 A worker started as a fresh interpreter imports torch, Triton and tdiff and, on its first case, the module that
 declares the check (liger-kernel's import chain alone takes seconds): every worker, and every restart after a crash
-or a hang, pays it again. Here the workers of the lanes that use no GPU (`cpu`, `ref`) are forked from one zygote
-per test process: a fresh interpreter that imports `PRELOAD` once, then the modules of the checks the run collected
-(`preload`, sent after collection), and forks a worker for each request (`fork`). The zygote starts with CUDA hidden
-(`CUDA_VISIBLE_DEVICES=""`, as the CPU lanes' workers always have it), so it never holds a CUDA context a fork would
-copy; the lanes that see the GPU, and lanes in another environment, keep their own fresh interpreters
-(`workers.Worker`). `TDIFF_FORKSERVER=0` turns it off; where it cannot start, workers start as before.
+or a hang, pays it again. Here workers fork from a zygote instead: a fresh interpreter that imports `PRELOAD` once,
+then the modules of the checks the run collected (`preload`, sent after collection), and forks a worker for each
+request (`fork`). There are two kinds:
 
-The zygote reaps its children and tells the test process how each one ended (`Forked.poll`, `Forked.wait`), so a
-forked worker reports a crash as a started one does ("the worker died with SIGSEGV").
+- `cpu`, for the lanes that use no GPU (`cpu`, `ref`): started with CUDA hidden (`CUDA_VISIBLE_DEVICES=""`, as those
+  lanes always have it).
+- `gpu`, for the lanes that see the GPU (`gpu`, `compile0`, ...): it sees the GPU but never initializes CUDA (a fork
+  of a process that has is unusable): torch asks NVML, not CUDA, whether a GPU is there
+  (`PYTORCH_NVML_BASED_CUDA_CHECK=1`), and it imports a check's module only after a forked trial showed that the
+  import leaves CUDA uninitialized (FlagGems asks for the device count at import; a module that does initialize CUDA
+  is imported by each worker itself). If CUDA is initialized anyway, it refuses to fork and the GPU lanes start fresh
+  interpreters, saying so once.
+
+`pytest --tdiff` starts them once per host (`host_start`, in the process pytest started: the xdist controller or the
+only process) and every test process of the run connects to them through a Unix socket (`TDIFF_ZYGOTE_CPU`,
+`TDIFF_ZYGOTE_GPU`); elsewhere (`tdiff.verify`, tdiff's own tests) each process starts its own on first use. A forked
+worker takes the requesting process's environment, `sys.path` and working directory. `TDIFF_FORKSERVER=0` turns
+forking off; where a zygote cannot start, workers start as before (`workers.Worker`).
+
+A zygote reaps its children and tells the process that asked for each one how it ended (`Forked.poll`,
+`Forked.wait`), so a forked worker reports a crash as a started one does ("the worker died with SIGSEGV"). A test
+process that goes away takes its forked workers with it; the process that started a zygote takes the zygote.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
+from collections.abc import Sequence
+from typing import Literal
 
-#: what the zygote imports before it forks its first worker
+#: a zygote's kind: which lanes it forks workers for
+Kind = Literal["cpu", "gpu"]
+#: what a zygote imports before it forks its first worker
 PRELOAD = ("torch", "triton", "numpy", "hypothesis", "tdiff.execute.worker_main", "tdiff.execute.backends.run_case",
            "tdiff.execute.interpreter.backend", "tdiff.execute.backends.reference",
            "tdiff.execute.backends.float32_arithmetic")
@@ -35,11 +55,25 @@ _BOOT = ("import json, os, sys; sys.path[:0] = [p for p in json.loads(os.environ
          "if p not in sys.path]; from tdiff.execute.forkserver import serve; serve()")
 #: the most fds a fork request carries (the job pipe's read end, the answer pipe's write end, the log)
 FDS = 3
+#: where a host's zygotes listen, for the test processes of one run (`host_start`)
+ADDRESS_ENV: dict[str, str] = {"cpu": "TDIFF_ZYGOTE_CPU", "gpu": "TDIFF_ZYGOTE_GPU"}
+#: CUDA_ERROR_NOT_INITIALIZED: the driver's answer before cuInit
+_NOT_INITIALIZED = 3
 
 
 def enabled() -> bool:
     return (os.environ.get("TDIFF_FORKSERVER", "1") != "0" and hasattr(os, "fork") and hasattr(socket, "send_fds")
             and not os.environ.get("TDIFF_WORKER"))
+
+
+def cuda_initialized() -> bool:
+    """Whether this process's CUDA driver is initialized (cuInit was called), asked without initializing it."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:  # (no driver: nothing to initialize)
+        return False
+    count = ctypes.c_int()
+    return int(lib.cuDeviceGetCount(ctypes.byref(count))) != _NOT_INITIALIZED
 
 
 # ---------------------------------------------------------------- messages: a 4-byte length, then JSON
@@ -79,37 +113,60 @@ def _receive(sock: socket.socket, with_fds: bool = False) -> tuple[dict | None, 
 # ---------------------------------------------------------------- the zygote's side
 
 def serve() -> None:
-    """The zygote: import, then fork a worker per request and report each one's end."""
-    sock = socket.socket(fileno=int(os.environ.pop("TDIFF_ZYGOTE_FD")))
+    """The zygote: import, then fork a worker per request and report each one's end to the process that asked."""
+    kind = os.environ.pop("TDIFF_ZYGOTE_KIND", "cpu")
+    owner = socket.socket(fileno=int(os.environ.pop("TDIFF_ZYGOTE_FD")))
+    listen_fd = os.environ.pop("TDIFF_ZYGOTE_LISTEN_FD", "")
+    listener = socket.socket(fileno=int(listen_fd)) if listen_fd else None
     for name in PRELOAD:
         _import(name)
-    children: set[int] = set()
+    refused = _refusal(kind)
+    clients = [owner]
+    asked_by: dict[int, socket.socket] = {}  # forked worker -> the connection that asked for it
     while True:
-        ready, _, _ = select.select([sock], [], [], 0.2)
-        _reap(sock, children)
-        if not ready:
-            continue
-        try:
-            message, fds = _receive(sock, with_fds=True)
-        except OSError:
-            message, fds = None, []
-        if message is None:  # the test process is gone
-            for pid in children:
+        ready, _, _ = select.select(clients + ([listener] if listener else []), [], [], 0.2)
+        _reap(asked_by)
+        for sock in ready:
+            if sock is listener:
                 with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            return
-        if "preload" in message:
-            for name in message["preload"]:
-                _import(name)
-            continue
-        pid = os.fork()
-        if pid == 0:
-            sock.close()
-            _child(fds, message)
-        for fd in fds:
-            os.close(fd)
-        children.add(pid)
-        _send(sock, {"forked": pid})
+                    clients.append(listener.accept()[0])
+                continue
+            try:
+                message, fds = _receive(sock, with_fds=True)
+            except OSError:
+                message, fds = None, []
+            if message is None:  # a test process is gone: its workers go with it (all of them with the owner)
+                for pid, asker in list(asked_by.items()):
+                    if asker is sock or sock is owner:
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+                        asked_by.pop(pid)
+                if sock is owner:
+                    return
+                clients.remove(sock)
+                sock.close()
+                continue
+            if "preload" in message:
+                for name in message["preload"]:
+                    (_import_clean if kind == "gpu" else _import)(name)
+                refused = refused or _refusal(kind)
+                continue
+            if refused:
+                for fd in fds:
+                    os.close(fd)
+                with contextlib.suppress(OSError):
+                    _send(sock, {"refused": refused})
+                continue
+            pid = os.fork()
+            if pid == 0:
+                for other in clients + ([listener] if listener else []):
+                    other.close()
+                _child(fds, message)
+            for fd in fds:
+                os.close(fd)
+            asked_by[pid] = sock
+            with contextlib.suppress(OSError):
+                _send(sock, {"forked": pid})
 
 
 def _import(name: str) -> None:
@@ -119,21 +176,51 @@ def _import(name: str) -> None:
         print(f"tdiff zygote: not preloaded: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def _reap(sock: socket.socket, children: set[int]) -> None:
-    while children:
+def _import_clean(name: str) -> None:
+    """(the GPU zygote) Import `name` only if a forked trial shows its import leaves CUDA uninitialized."""
+    if name in sys.modules:
+        return
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        with contextlib.suppress(BaseException):
+            __import__(name)
+            code = 3 if cuda_initialized() else 0
+        os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code == 0:
+        _import(name)
+    elif code == 3:
+        print(f"tdiff zygote (gpu): not preloaded: {name}: its import initializes CUDA (its GPU workers import it "
+              "themselves)", file=sys.stderr)
+    else:
+        _import(name)  # (it fails here too: says why)
+
+
+def _refusal(kind: str) -> str:
+    """Why this zygote cannot fork workers ('' if it can): a GPU zygote whose CUDA is initialized."""
+    if kind == "gpu" and cuda_initialized():
+        return "CUDA is initialized in the GPU zygote, so its forks could not use the GPU"
+    return ""
+
+
+def _reap(asked_by: dict[int, socket.socket]) -> None:
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        children.discard(pid)
-        with contextlib.suppress(OSError):
-            _send(sock, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+        asker = asked_by.pop(pid, None)
+        if asker is not None:
+            with contextlib.suppress(OSError):
+                _send(asker, {"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
 def _child(fds: list[int], message: dict) -> None:
-    """A forked worker: its output to the log, its lane's environment, then the worker's loop; never returns."""
+    """A forked worker: its output to the log, the asking process's environment, `sys.path` and working directory
+    (its lane's), then the worker's loop; never returns."""
     code = 0
     try:
         read_fd, write_fd, log_fd = fds
@@ -142,6 +229,9 @@ def _child(fds: list[int], message: dict) -> None:
         os.close(log_fd)
         os.environ.clear()
         os.environ.update(message["env"])
+        sys.path[:0] = [p for p in json.loads(os.environ.get("TDIFF_SYS_PATH") or "[]") if p not in sys.path]
+        with contextlib.suppress(OSError):
+            os.chdir(message.get("cwd") or ".")
         from .worker_main import forked
 
         forked(read_fd, write_fd, int(message.get("threads") or 1))
@@ -158,35 +248,81 @@ def _child(fds: list[int], message: dict) -> None:
 # ---------------------------------------------------------------- the test process's side
 
 class Zygote:
-    """A running zygote and what it told about its children."""
+    """A connection to a running zygote (this process's own, or the host's), and what it told about the workers
+    it forked for this process."""
 
-    def __init__(self, env: dict[str, str], modules: list[str]) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(env, CUDA_VISIBLE_DEVICES="", TDIFF_WORKER="zygote", TDIFF_ZYGOTE_FD=str(theirs.fileno()),
-                   TDIFF_SYS_PATH=json.dumps(sys.path))
-        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT], pass_fds=(theirs.fileno(),), env=env,
-                                     stdin=subprocess.DEVNULL)
-        theirs.close()
-        self.sock = ours
+    def __init__(self, sock: socket.socket, kind: str, proc: subprocess.Popen | None = None,
+                 address: str | None = None) -> None:
+        self.sock = sock
+        self.kind = kind
+        self.proc = proc  # (None: another process's, connected to at `address`)
+        self.address = address
         self.ended: dict[int, int] = {}  # pid -> exit code (negative: the signal)
         self.broken = False
-        if modules:
-            self.preload(modules)
+        self.refused = ""  # why it will not fork ('' while it does)
+
+    @classmethod
+    def start(cls, env: dict[str, str], kind: str = "cpu", listen: bool = False) -> Zygote:
+        """A new zygote of `kind`, this process's; with `listen`, also for other processes (at `.address`)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(env, TDIFF_WORKER="zygote", TDIFF_ZYGOTE_KIND=kind, TDIFF_ZYGOTE_FD=str(theirs.fileno()),
+                   TDIFF_SYS_PATH=json.dumps(sys.path))
+        if kind == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        else:
+            env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        passed, listener, address = [theirs.fileno()], None, None
+        try:
+            if listen:
+                address = os.path.join(tempfile.mkdtemp(prefix="tdiff-zygote-"), kind)
+                listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                listener.bind(address)
+                listener.listen(256)
+                env["TDIFF_ZYGOTE_LISTEN_FD"] = str(listener.fileno())
+                passed.append(listener.fileno())
+            proc = subprocess.Popen([sys.executable, "-c", _BOOT], pass_fds=passed, env=env,
+                                    stdin=subprocess.DEVNULL)
+        except OSError:
+            ours.close()
+            if address:
+                shutil.rmtree(os.path.dirname(address), ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+            if listener is not None:
+                listener.close()
+        return cls(ours, kind, proc, address)
+
+    @classmethod
+    def connect(cls, address: str, kind: str) -> Zygote:
+        """The host's zygote of `kind`, listening at `address` (`host_start`)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(address)
+        except OSError:
+            sock.close()
+            raise
+        return cls(sock, kind)
 
     @property
     def alive(self) -> bool:
-        return not self.broken and self.proc.poll() is None
+        return not self.broken and (self.proc is None or self.proc.poll() is None)
 
     def preload(self, modules: list[str]) -> None:
         with contextlib.suppress(OSError):
             _send(self.sock, {"preload": list(modules)})
 
     def fork(self, read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], threads: int) -> Forked:
-        _send(self.sock, {"env": env, "threads": threads}, [read_fd, write_fd, log_fd])
+        if self.refused:
+            raise OSError(self.refused)
+        _send(self.sock, {"env": env, "threads": threads, "cwd": os.getcwd()}, [read_fd, write_fd, log_fd])
         while True:
             message = self._next(None)
             if message is None:
                 raise OSError("the zygote closed its socket")
+            if "refused" in message:
+                self.refused = str(message["refused"])
+                raise OSError(self.refused)
             if "forked" in message:
                 return Forked(self, int(message["forked"]))
 
@@ -227,15 +363,18 @@ class Zygote:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
-        with contextlib.suppress(Exception):
-            self.proc.wait(timeout=2)
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=2)
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.address:
+                shutil.rmtree(os.path.dirname(self.address), ignore_errors=True)
 
 
 class Forked:
-    """A worker forked by the zygote, with the `subprocess.Popen` calls `workers.Worker` makes of its process."""
+    """A worker forked by a zygote, with the `subprocess.Popen` calls `workers.Worker` makes of its process."""
 
     def __init__(self, zygote: Zygote, pid: int) -> None:
         self.zygote = zygote
@@ -259,51 +398,85 @@ class Forked:
             os.kill(self.pid, signal.SIGKILL)
 
 
-_zygote: list[Zygote] = []
+_zygotes: dict[str, Zygote] = {}
 _modules: list[str] = []
 
 
-def zygote(env: dict[str, str] | None = None) -> Zygote | None:
-    """This process's zygote, started on first use (None where forking is off or it cannot start)."""
+def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | None:
+    """This process's zygote of `kind`: the host's where `host_start` started one, else its own, started on first
+    use (None where forking is off or no zygote can start)."""
     if not enabled():
         return None
-    if _zygote and _zygote[0].alive:
-        return _zygote[0]
-    if _zygote:  # it died: start another (its children are gone with their pipes)
-        _zygote.pop().close()
+    z = _zygotes.get(kind)
+    if z is not None and z.alive:
+        return z
+    if z is not None:  # it died: connect or start again (its children are gone with their pipes)
+        _zygotes.pop(kind).close()
+    address = os.environ.get(ADDRESS_ENV[kind])
     try:
-        _zygote.append(Zygote(dict(os.environ if env is None else env), list(_modules)))
+        try:
+            z = Zygote.connect(address, kind) if address else None
+        except OSError:  # (the host's is gone: this process's own)
+            z = None
+        z = z or Zygote.start(dict(os.environ if env is None else env), kind)
     except OSError as exc:
-        print(f"tdiff: no zygote ({exc}): workers start as fresh interpreters", file=sys.stderr)
+        print(f"tdiff: no {kind} zygote ({exc}): workers start as fresh interpreters", file=sys.stderr)
         return None
-    return _zygote[0]
+    if _modules:
+        z.preload(list(_modules))
+    _zygotes[kind] = z
+    return z
+
+
+def host_start(kinds: Sequence[str]) -> list[str]:
+    """(the process pytest started) Start this host's zygotes of `kinds` for every test process of the run: they
+    find them through `ADDRESS_ENV`, which the processes started from here inherit. Returns the kinds started."""
+    started = []
+    if not enabled():
+        return started
+    for kind in kinds:
+        if os.environ.get(ADDRESS_ENV[kind]) or kind in _zygotes:
+            continue  # (already there: a run inside a run)
+        try:
+            z = Zygote.start(dict(os.environ), kind, listen=True)
+        except OSError as exc:
+            print(f"tdiff: no {kind} zygote for this host ({exc}): each test process starts its own",
+                  file=sys.stderr)
+            continue
+        _zygotes[kind] = z
+        os.environ[ADDRESS_ENV[kind]] = str(z.address)
+        started.append(kind)
+    return started
 
 
 def preload(modules: list[str]) -> None:
-    """Modules the zygote imports too (the modules that declare the run's checks): sent now if it runs."""
+    """Modules the zygotes import too (the modules that declare the run's checks): sent now to those running."""
     new = [m for m in modules if m not in _modules and m not in PRELOAD]
     _modules.extend(new)
-    if new and _zygote and _zygote[0].alive:
-        _zygote[0].preload(new)
+    for z in _zygotes.values():
+        if new and z.alive:
+            z.preload(new)
 
 
-def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str]) -> Forked | None:
-    """A worker forked from this process's zygote, reading jobs from `read_fd`, answering on `write_fd`, its output
-    in `log_fd`, its lane's environment `env`; None where forking is off or failed (the caller starts a fresh
+def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], kind: str = "cpu") -> Forked | None:
+    """A worker forked from a zygote of `kind`, reading jobs from `read_fd`, answering on `write_fd`, its output in
+    `log_fd`, its lane's environment `env`; None where forking is off or failed (the caller starts a fresh
     interpreter on the same descriptors). The caller closes its copies of the two pipe ends afterwards either way."""
-    z = zygote()
-    if z is None:
+    z = zygote(kind)
+    if z is None or z.refused:
         return None
     try:
         return z.fork(read_fd, write_fd, log_fd, env, int(env.get("OMP_NUM_THREADS") or 1))
     except OSError as exc:
-        print(f"tdiff: could not fork a worker ({exc}): starting one instead", file=sys.stderr)
+        print(f"tdiff: could not fork a {kind} worker ({exc}): starting one instead", file=sys.stderr)
         return None
 
 
 def close() -> None:
-    while _zygote:
-        _zygote.pop().close()
+    for kind in list(_zygotes):
+        _zygotes.pop(kind).close()
+        if os.environ.get(ADDRESS_ENV[kind]):
+            os.environ.pop(ADDRESS_ENV[kind], None)
 
 
 atexit.register(close)

@@ -1,10 +1,10 @@
 """Isolated execution: one long-lived worker process per lane; a crash or hang fails one case only.
 
-Workers of the lanes that use no GPU are forked from a forkserver that has imported torch, Triton, tdiff and the
-checks' modules once (`forkserver`: CUDA hidden from it, so nothing it forks holds a CUDA context); workers that see
-the GPU, and workers in another environment, are started with `subprocess` (a fresh interpreter, never `fork`, so
-CUDA is safe). Both talk over a pipe. A worker that crashes, times out or reports its CUDA context poisoned is
-replaced on the next request; healthy workers are reused for every case.
+Workers are forked from zygotes that have imported torch, Triton, tdiff and the checks' modules once per host
+(`forkserver`: one for the lanes that use no GPU, with CUDA hidden; one for the lanes that see the GPU, which never
+initializes CUDA, so a fork can); workers in another environment, and every worker where forking is off or refused,
+are started with `subprocess` (a fresh interpreter). Both talk over a pipe. A worker that crashes, times out or
+reports its CUDA context poisoned is replaced on the next request; healthy workers are reused for every case.
 """
 
 from __future__ import annotations
@@ -115,10 +115,14 @@ class Worker:
 
     @property
     def forks(self) -> bool:
-        """Whether this worker is forked from the test process's zygote (`forkserver`): a lane that uses no GPU,
-        in this environment."""
+        """Whether this worker is forked from a zygote (`forkserver`): a lane of this environment."""
         own = _lane(self.lane)
-        return not own.sees_gpu and not own.python and self.python == sys.executable and forkserver.enabled()
+        return not own.python and self.python == sys.executable and forkserver.enabled()
+
+    @property
+    def zygote_kind(self) -> str:
+        """The zygote it forks from: `gpu` for the lanes that see the GPU, `cpu` for the others."""
+        return "gpu" if _lane(self.lane).sees_gpu else "cpu"
 
     def start(self) -> None:
         self.stop()
@@ -127,7 +131,7 @@ class Worker:
         prefix = "tdiff-" + "".join(c if c.isalnum() else "_" for c in self.lane)[:40] + "-"
         self.log = tempfile.TemporaryFile(prefix=prefix)  # noqa: SIM115 (lives with the worker)
         self.log_pos = 0
-        forked = forkserver.fork(r1, w2, self.log.fileno(), self.env) if self.forks else None
+        forked = forkserver.fork(r1, w2, self.log.fileno(), self.env, self.zygote_kind) if self.forks else None
         self.proc = forked if forked is not None else subprocess.Popen(
             [self.python, "-c", _BOOT, str(r1), str(w2)],
             pass_fds=(r1, w2), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log, env=self.env,
@@ -275,7 +279,7 @@ class Pool:
         for lane in lanes:
             w = self.worker(lane)
             if w.forks:
-                forkserver.zygote(w.env)
+                forkserver.zygote(w.zygote_kind, w.env)
             elif not w.alive:
                 w.start()
 

@@ -133,15 +133,22 @@ class TdiffSession:
     def warm(self) -> None:
         """Start the worker processes at once: their imports (torch, triton) and CUDA set-up then
         overlap with this process's own imports and collection."""
-        if self.config.option.collectonly or self.is_controller or self.options.isolation == "none":
-            return  # (an xdist controller runs no tests: its workers warm their own)
+        if self.config.option.collectonly or self.options.isolation == "none":
+            return
         from ..core.backend_spec import default_backends
+        from ..execute import forkserver
         from ..execute.gpus import device_count
+
+        backends = self.options.backends or default_backends(device_count() > 0)
+        lanes = sorted({b.lane for b in backends} | {"ref"})
+        if not hasattr(self.config, "workerinput"):  # the process pytest started: the host's zygotes, for every
+            # test process of the run (xdist's workers start after this and inherit where they listen)
+            forkserver.host_start(sorted({"gpu" if b.lane.sees_gpu else "cpu" for b in backends} | {"cpu"}))
+        if self.is_controller:
+            return  # (an xdist controller runs no tests: its workers warm their own lanes)
         from ..execute.workers import shared_pool
 
         self.pin()
-        backends = self.options.backends or default_backends(device_count() > 0)
-        lanes = sorted({b.lane for b in backends} | {"ref"})
         shared_pool(self.options.gpu).warm(lanes)
 
     def preload(self, modules: list[str]) -> None:

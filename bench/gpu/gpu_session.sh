@@ -201,6 +201,8 @@ step_where() {  # the main job on a fresh Triton cache (as a fresh machine runs 
     local t0=$SECONDS tag=${TAG:-now} dir=${DIR:-.} vm
     export TRITON_CACHE_DIR; TRITON_CACHE_DIR=$(mktemp -d /tmp/triton-cache-XXXX)
     vmstat 1 > "$OUT/vmstat_$tag.log" & vm=$!
+    # (the process tree 40 s in: which workers are forked from the zygotes, which are fresh interpreters)
+    (sleep "${PS_AT:-40}"; ps -eo pid,ppid,etimes,args --forest | cut -c1-200 > "$OUT/ps_$tag.txt") &
     local start; start=$(date +%s.%N)
     (cd "$dir" && rm -rf .tdiff .hypothesis && PYTHONPATH=$PWD $PY -m pytest -p tdiff.plugin --tdiff suites -n 8 \
         -p no:cacheprovider --tdiff-json "$OUT/where_$tag.json" ${ARGS:-} > "$OUT/where_$tag.txt" 2>&1; \

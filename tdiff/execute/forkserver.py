@@ -431,7 +431,7 @@ def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | Non
 def host_start(kinds: Sequence[str]) -> list[str]:
     """(the process pytest started) Start this host's zygotes of `kinds` for every test process of the run: they
     find them through `ADDRESS_ENV`, which the processes started from here inherit. Returns the kinds started."""
-    started = []
+    started: list[str] = []
     if not enabled():
         return started
     for kind in kinds:

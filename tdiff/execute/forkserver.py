@@ -10,10 +10,10 @@ request (`fork`). There are two kinds:
   lanes always have it).
 - `gpu`, for the lanes that see the GPU (`gpu`, `compile0`, ...): it sees the GPU but never initializes CUDA (a fork
   of a process that has is unusable): torch asks NVML, not CUDA, whether a GPU is there
-  (`PYTORCH_NVML_BASED_CUDA_CHECK=1`), and it imports a check's module only after a forked trial showed that the
-  import leaves CUDA uninitialized (FlagGems asks for the device count at import; a module that does initialize CUDA
-  is imported by each worker itself). If CUDA is initialized anyway, it refuses to fork and the GPU lanes start fresh
-  interpreters, saying so once.
+  (`PYTORCH_NVML_BASED_CUDA_CHECK=1`), and it imports `PRELOAD` only, never a check's module (a library may ask the
+  driver at import; FlagGems does; and trying each in a forked trial held every GPU fork of an 8-process run behind
+  the trials: 147 s became 298 s on an H200), so each GPU worker imports its checks' modules itself. If CUDA is
+  initialized anyway, it refuses to fork and the GPU lanes start fresh interpreters, saying so.
 
 `pytest --tdiff` starts them once per host (`host_start`, in the process pytest started: the xdist controller or the
 only process) and every test process of the run connects to them through a Unix socket (`TDIFF_ZYGOTE_CPU`,
@@ -147,9 +147,9 @@ def serve() -> None:
                 sock.close()
                 continue
             if "preload" in message:
-                for name in message["preload"]:
-                    (_import_clean if kind == "gpu" else _import)(name)
-                refused = refused or _refusal(kind)
+                if kind == "cpu":  # (the GPU zygote imports no check's module: see the module's docstring)
+                    for name in message["preload"]:
+                        _import(name)
                 continue
             if refused:
                 for fd in fds:
@@ -174,27 +174,6 @@ def _import(name: str) -> None:
         __import__(name)
     except BaseException as exc:  # (a module that cannot be imported here: its workers import it themselves)
         print(f"tdiff zygote: not preloaded: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-
-def _import_clean(name: str) -> None:
-    """(the GPU zygote) Import `name` only if a forked trial shows its import leaves CUDA uninitialized."""
-    if name in sys.modules:
-        return
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        with contextlib.suppress(BaseException):
-            __import__(name)
-            code = 3 if cuda_initialized() else 0
-        os._exit(code)
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    if code == 0:
-        _import(name)
-    elif code == 3:
-        print(f"tdiff zygote (gpu): not preloaded: {name}: its import initializes CUDA (its GPU workers import it "
-              "themselves)", file=sys.stderr)
-    else:
-        _import(name)  # (it fails here too: says why)
 
 
 def _refusal(kind: str) -> str:

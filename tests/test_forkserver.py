@@ -93,7 +93,7 @@ sys.stdin.readline()
 def test_the_test_processes_of_a_run_fork_from_the_one_zygote_of_the_host(tmp_path):
     owner = forkserver.Zygote.start(dict(os.environ), "cpu", listen=True)
     try:
-        env = dict(os.environ, **{forkserver.ADDRESS_ENV["cpu"]: owner.address})
+        env = dict(os.environ, **{forkserver.ADDRESS_ENV["cpu"]: f"{os.getpid()}:{owner.address}"})
         procs = [subprocess.Popen([sys.executable, "-c", _TEST_PROCESS], env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, text=True) for _ in range(2)]
         said = [json.loads(p.stdout.readline()) for p in procs]
@@ -104,6 +104,12 @@ def test_the_test_processes_of_a_run_fork_from_the_one_zygote_of_the_host(tmp_pa
             time.sleep(0.05)
         assert not _running(said[0]["worker"]) and _running(said[1]["worker"])
         procs[1].communicate("\n", timeout=60)
+        # a process those start (a run inside the run, its modules its own) starts its own zygote
+        inner = subprocess.run([sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.run([sys.executable,"
+                                " '-c', sys.argv[1]], input='\\n', text=True).returncode)", _TEST_PROCESS],
+                               env=env, capture_output=True, text=True, timeout=120)
+        said = json.loads(inner.stdout.splitlines()[-1])
+        assert said["parent"] != owner.proc.pid and not said["connected"], said
     finally:
         owner.close()
     assert owner.proc.poll() is not None and not os.path.exists(owner.address)  # the zygote goes with its owner

@@ -17,9 +17,10 @@ request (`fork`). There are two kinds:
 
 `pytest --tdiff` starts them once per host (`host_start`, in the process pytest started: the xdist controller or the
 only process) and every test process of the run connects to them through a Unix socket (`TDIFF_ZYGOTE_CPU`,
-`TDIFF_ZYGOTE_GPU`); elsewhere (`tdiff.verify`, tdiff's own tests) each process starts its own on first use. A forked
-worker takes the requesting process's environment, `sys.path` and working directory. `TDIFF_FORKSERVER=0` turns
-forking off; where a zygote cannot start, workers start as before (`workers.Worker`).
+`TDIFF_ZYGOTE_GPU`: the starter's pid and the socket's path; only the starter's children connect, so a run
+started from a test gets its own); elsewhere (`tdiff.verify`, tdiff's own tests) each process starts its own on
+first use. A forked worker takes the requesting process's environment, `sys.path` and working directory.
+`TDIFF_FORKSERVER=0` turns forking off; where a zygote cannot start, workers start as before (`workers.Worker`).
 
 A zygote reaps its children and tells the process that asked for each one how it ended (`Forked.poll`,
 `Forked.wait`), so a forked worker reports a crash as a started one does ("the worker died with SIGSEGV"). A test
@@ -391,7 +392,7 @@ def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | Non
         return z
     if z is not None:  # it died: connect or start again (its children are gone with their pipes)
         _zygotes.pop(kind).close()
-    address = os.environ.get(ADDRESS_ENV[kind])
+    address = _host_address(kind)
     try:
         try:
             z = Zygote.connect(address, kind) if address else None
@@ -407,24 +408,34 @@ def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | Non
     return z
 
 
+def _host_address(kind: str) -> str | None:
+    """Where the host's zygote of `kind` listens, if the process that started this one started it (an xdist worker
+    of the run; not a process those start, which may import other modules under the same names)."""
+    owner, _, address = os.environ.get(ADDRESS_ENV[kind], "").partition(":")
+    return address if address and owner == str(os.getppid()) else None
+
+
 def host_start(kinds: Sequence[str]) -> list[str]:
-    """(the process pytest started) Start this host's zygotes of `kinds` for every test process of the run: they
-    find them through `ADDRESS_ENV`, which the processes started from here inherit. Returns the kinds started."""
+    """(the process pytest started) Start the host's zygotes of `kinds` for every test process of the run (a run
+    inside another gets its own): they find them through `ADDRESS_ENV`, which the processes started from here
+    inherit. Returns the kinds started."""
     started: list[str] = []
     if not enabled():
         return started
     for kind in kinds:
-        if os.environ.get(ADDRESS_ENV[kind]) or kind in _zygotes:
-            continue  # (already there: a run inside a run)
-        try:
-            z = Zygote.start(dict(os.environ), kind, listen=True)
-        except OSError as exc:
-            print(f"tdiff: no {kind} zygote for this host ({exc}): each test process starts its own",
-                  file=sys.stderr)
-            continue
-        _zygotes[kind] = z
-        os.environ[ADDRESS_ENV[kind]] = str(z.address)
-        started.append(kind)
+        z = _zygotes.get(kind)
+        if z is None or not (z.address and z.alive):
+            try:
+                z = Zygote.start(dict(os.environ), kind, listen=True)
+            except OSError as exc:
+                print(f"tdiff: no {kind} zygote for this host ({exc}): each test process starts its own",
+                      file=sys.stderr)
+                continue
+            if kind in _zygotes:  # (this process's own, from an earlier run in it: its workers start again)
+                _zygotes.pop(kind).close()
+            _zygotes[kind] = z
+            started.append(kind)
+        os.environ[ADDRESS_ENV[kind]] = f"{os.getpid()}:{z.address}"
     return started
 
 
@@ -454,7 +465,7 @@ def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], kind: st
 def close() -> None:
     for kind in list(_zygotes):
         _zygotes.pop(kind).close()
-        if os.environ.get(ADDRESS_ENV[kind]):
+        if os.environ.get(ADDRESS_ENV[kind], "").startswith(f"{os.getpid()}:"):
             os.environ.pop(ADDRESS_ENV[kind], None)
 
 

@@ -9,3 +9,17 @@ def kernel_project(pytester, source: str, **ini: object):
     pytester.path.joinpath("kernels", "__init__.py").write_text("")
     pytester.path.joinpath("kernels", "ops.py").write_text(source)
     return pytester
+
+
+def import_all_of_tdiff() -> None:
+    """Import every module of tdiff (and so torch and Triton) now, for a test module that runs pytest in this
+    process (`pytester.runpytest_inprocess`): pytester takes sys.modules back to what it was before each run, so a
+    tdiff module first imported inside one run is imported afresh by the next, while the kernels it imports still
+    hold the first copy (a second `tdiff.declaration`, whose registry holds no checks: the run collects nothing)."""
+    import importlib
+    import pkgutil
+
+    import tdiff
+
+    for found in pkgutil.walk_packages(tdiff.__path__, "tdiff."):
+        importlib.import_module(found.name)

@@ -41,18 +41,18 @@ def test_reduce_runs_a_corpus_entry_and_counts_unchecked_reductions_as_not_reduc
              "--out", str(out), "--json", str(rows))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "| f32_to_f16_rtz[tdiff] |" in out.read_text() and "4 -> 2 | 4 -> 2 |" in out.read_text()
-    code = ("from bench.reduce.reduce import statements, summary; "
-            "rows = [dict(name='a', kind='corpus', verdict='v', before=8, after=2, statements=(8, 2)), "
-            "dict(name='b', kind='corpus', verdict='v', before=8, after=2, statements=(8, 2), unchecked=True)]; "
-            "print(summary(rows)); print(statements('def k(a):\\n    \"\"\"doc\"\"\"\\n    x = 1\\n'))")
-    r = _run("-c", code)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.startswith("1 of 2 entries that fail here (50%) reduced to at most a quarter"), r.stdout
-    assert "1 reduced with the compiled verdict not rechecked (no GPU) count as not reduced" in r.stdout
-    assert r.stdout.splitlines()[-1] == "2"  # (the def and `x = 1`; not the docstring)
+    # (its helpers are functions: called here, not in a process of their own)
+    from bench.reduce.reduce import statements, summary
+
+    rows = [dict(name="a", kind="corpus", verdict="v", before=8, after=2, statements=(8, 2)),
+            dict(name="b", kind="corpus", verdict="v", before=8, after=2, statements=(8, 2), unchecked=True)]
+    text = summary(rows)
+    assert text.startswith("1 of 2 entries that fail here (50%) reduced to at most a quarter"), text
+    assert "1 reduced with the compiled verdict not rechecked (no GPU) count as not reduced" in text
+    assert statements('def k(a):\n    """doc"""\n    x = 1\n') == 2  # (the def and `x = 1`; not the docstring)
 
 
-def test_interpreter_reach_runs_liger_swiglu_and_tables_it(tmp_path):
+def test_interpreter_reach_runs_liger_swiglu_and_tables_it(tmp_path, monkeypatch, capsys):
     import json
 
     import pytest
@@ -64,6 +64,10 @@ def test_interpreter_reach_runs_liger_swiglu_and_tables_it(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     results = json.loads(out.read_text())["results"]
     assert len(results) >= 6 and {x["status"] for x in results} == {"runs"}, results
-    r = _run("-m", "bench.reach.interpreter_reach", "--table", str(out))
-    assert r.returncode == 0 and f"| all: runs in tdiff's interpreter | {len(results)} / {len(results)} (100%) |" \
-        in r.stdout, r.stdout + r.stderr
+    # (--table only reads the JSON: its command line run here, not in a process of its own)
+    from bench.reach import interpreter_reach
+
+    monkeypatch.setattr(sys, "argv", ["interpreter_reach", "--table", str(out)])
+    interpreter_reach.main()
+    table = capsys.readouterr().out
+    assert f"| all: runs in tdiff's interpreter | {len(results)} / {len(results)} (100%) |" in table, table

@@ -3,8 +3,6 @@ the range edge), a cast to a narrower float type (forgiven as rounding), and the
 dimension (never drawn). CPU only; the kernels are in tests/hostile.py."""
 
 import importlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -82,9 +80,9 @@ def test_the_reproducer_of_a_narrowing_cast_shows_it(tmp_path):
     # the reproducer compares as tdiff did: only equal values agree where an undeclared narrowing cast fed them
     r = run(H.fp16_via_bf16, repro_dir=tmp_path)
     (div,) = r.failures
-    assert div.repro_path is not None, div.repro_note
-    proc = subprocess.run([sys.executable, str(div.repro_path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1 and "TDIFF-DIVERGENCE" in proc.stdout, proc.stdout + proc.stderr
+    # (written: so it exited 1 showing the divergence in a fresh process; tdiff keeps a reproducer only then,
+    # record/repro/verify.py, tested in test_mutants_killed.py)
+    assert div.repro_path is not None and div.verdict.label == V.VS_REFERENCE, div.repro_note
 
 
 def test_casts_to_an_inputs_own_dtype_stay_free():

@@ -11,8 +11,11 @@ import tdiff
 from tdiff.record.summary import check_lines, record
 
 from . import coverage_kernels as CK
+from .projects import import_all_of_tdiff
 
 pytest_plugins = ["pytester"]
+
+import_all_of_tdiff()  # (before the in-process pytest runs below: see its docstring)
 
 OPTS = tdiff.RunOptions(profile="ci", max_examples=8, isolation="none", corpus_dir=None, repro_dir=None)
 
@@ -91,15 +94,17 @@ def branchy(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def test_pytest_reports_code_no_case_ran_in_the_summary_and_junit(pytester):
     from tests.projects import kernel_project
 
-    kernel_project(pytester, BRANCHY, tdiff_examples=4, tdiff_profile="ci")
-    result = pytester.runpytest_subprocess("--tdiff", "--junitxml=report.xml", "--tdiff-corpus=none",
-                                           "--tdiff-repro-dir=none")
+    # (pytest in this process, checking in it too (isolation none): what is tested is the summary and the junit
+    # properties; a worker zygote outliving this project would keep its kernels.ops for another test's)
+    kernel_project(pytester, BRANCHY, tdiff_examples=4, tdiff_profile="ci", tdiff_isolation="none")
+    result = pytester.runpytest_inprocess("--tdiff", "--junitxml=report.xml", "--tdiff-corpus=none",
+                                          "--tdiff-repro-dir=none")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*kernel code no case ran: kernels/ops.py: line 23 (the body of `if n > 5000` "
                                  "(line 22)) of branchy*"])
     xml = (pytester.path / "report.xml").read_text()
     assert 'name="tdiff_never_ran"' in xml and "the body of `if n &gt; 5000`" in xml
-    strict = pytester.runpytest_subprocess("--tdiff", "--tdiff-coverage", "require", "--tdiff-corpus=none",
-                                           "--tdiff-repro-dir=none")
+    strict = pytester.runpytest_inprocess("--tdiff", "--tdiff-coverage", "require", "--tdiff-corpus=none",
+                                          "--tdiff-repro-dir=none")
     strict.assert_outcomes(failed=1)
     assert "--tdiff-coverage require: kernel code no case ran" in strict.stdout.str()

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-# imported before any pytester test: pytester restores sys.modules after each, and a Triton imported inside one
-# would be half removed (its C extension stays loaded), breaking later imports of it in this process
-import tdiff.record.summary  # noqa: F401
-from tests.projects import kernel_project
+from tests.projects import import_all_of_tdiff, kernel_project
 
 pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# before any pytester run: pytester restores sys.modules after each, and a Triton or tdiff module imported inside one
+# would be half removed (Triton's C extension stays loaded; a kernel keeps the first tdiff.declaration)
+import_all_of_tdiff()
 
 KERNELS = textwrap.dedent('''
     import time
@@ -102,7 +103,9 @@ def project(pytester):
 
 
 def _run(project, *args):
-    return project.runpytest_subprocess("--tdiff", "-p", "no:cacheprovider", "--tdiff-repro-dir=none", *args)
+    # in this process: what is tested is what the plugin prints and writes, not how a process starts (a fresh
+    # interpreter costs 2-3 s of `import torch, triton` a run); the xdist test's workers are processes all the same
+    return project.runpytest_inprocess("--tdiff", "-p", "no:cacheprovider", "--tdiff-repro-dir=none", *args)
 
 
 def test_outcomes_are_labelled_as_pytest_labels_them_and_the_json_file_holds_every_check(project):
@@ -176,7 +179,9 @@ def test_a_long_check_shows_its_progress_with_v(project):
 
 
 def test_under_xdist_the_controller_reports_checks_that_run_long(project):
-    result = _run(project, "-k", "slow or passes", "-n", "2", "--tdiff-progress", "1")
+    # (a pytest of its own: the controller is what is tested, and this process may itself be an xdist worker)
+    result = project.runpytest_subprocess("--tdiff", "-p", "no:cacheprovider", "--tdiff-repro-dir=none", "-k",
+                                          "slow or passes", "-n", "2", "--tdiff-progress", "1")
     result.assert_outcomes(passed=2)
     lines = result.stdout.lines
     progress = [ln for ln in lines if ln.startswith("tdiff: running ") and "twice[slow]" in ln]
@@ -200,7 +205,7 @@ def test_a_failing_run_leaves_the_checkout_clean_and_promote_moves_an_entry(proj
     (project.path / "corpus" / "README.md").write_text("the corpus CI replays\n")
     _git(project.path, "add", ".")
     _git(project.path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "project")
-    result = project.runpytest_subprocess("--tdiff", "-p", "no:cacheprovider", "-k", "fails")
+    result = project.runpytest_inprocess("--tdiff", "-p", "no:cacheprovider", "-k", "fails")
     result.assert_outcomes(failed=1)
     assert _git(project.path, "status", "--porcelain") == "", "the run left files git sees"
     assert sorted(p.name for p in (project.path / "corpus").iterdir()) == ["README.md"]
@@ -211,7 +216,7 @@ def test_a_failing_run_leaves_the_checkout_clean_and_promote_moves_an_entry(proj
     out = result.stdout.str()
     assert f"corpus entry: {os.path.relpath(entry, project.path)}" in out
 
-    again = project.runpytest_subprocess("--tdiff", "-p", "no:cacheprovider", "-k", "fails", "--tdiff-repro-dir=none")
+    again = project.runpytest_inprocess("--tdiff", "-p", "no:cacheprovider", "-k", "fails", "--tdiff-repro-dir=none")
     assert "replayed from corpus entry" in again.stdout.str()  # the bug found stays found here
 
     from tdiff import cli
@@ -222,7 +227,7 @@ def test_a_failing_run_leaves_the_checkout_clean_and_promote_moves_an_entry(proj
     assert _git(project.path, "status", "--porcelain").split() == ["??", "corpus/thrice/"]
     meta = json.loads((project.path / "corpus" / "thrice" / entry.name / "entry.json").read_text())
     assert meta["expect"] == "pass" and meta["versions"]["triton"]
-    third = project.runpytest_subprocess("--tdiff", "-p", "no:cacheprovider", "-k", "fails", "--tdiff-repro-dir=none")
+    third = project.runpytest_inprocess("--tdiff", "-p", "no:cacheprovider", "-k", "fails", "--tdiff-repro-dir=none")
     assert "replayed from corpus entry corpus/thrice/" in third.stdout.str().replace(str(project.path) + "/", "")
 
 
@@ -257,7 +262,7 @@ def test_a_failing_verify_shows_its_report_once_in_ci(pytester, monkeypatch):
             tdiff.verify(K.masked_tail_bug, profile="ci", corpus_dir=None, repro_dir=None, isolation="none",
                          max_examples=5)
     ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # (CI is set: the short summary is not cut)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")  # (CI is set: the short summary is not cut)
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert out.count("case: x=float32[1] contiguous") == 1, out
@@ -266,9 +271,9 @@ def test_a_failing_verify_shows_its_report_once_in_ci(pytester, monkeypatch):
 
 
 def test_options_of_the_output_are_checked(project):
-    bad = project.runpytest_subprocess("--tdiff", "--tdiff-summary", "long")
+    bad = project.runpytest_inprocess("--tdiff", "--tdiff-summary", "long")
     assert "--tdiff-summary must be short or full" in bad.stderr.str()
-    bad = project.runpytest_subprocess("--tdiff", "--tdiff-progress", "soon")
+    bad = project.runpytest_inprocess("--tdiff", "--tdiff-progress", "soon")
     assert "--tdiff-progress must be a number of seconds" in bad.stderr.str()
 
 

@@ -1,15 +1,20 @@
 """pytest --tdiff, tested with pytester: the flag, collection and naming, options, reports, xdist."""
 
-import os
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from tests.projects import kernel_project
+from tests.projects import import_all_of_tdiff, kernel_project
 
 pytest_plugins = ["pytester"]
+
+# pytest runs in this process (runpytest_inprocess) where what is tested is the plugin, not how a process starts
+# (a fresh one costs 2-3 s of `import torch, triton`), and those runs check in this process too (isolation none: a
+# worker zygote outliving one project would keep its `kernels.ops` for the next). The xdist test is a pytest of its
+# own, with worker processes (isolation process) as users run it.
+import_all_of_tdiff()
+
 
 KERNELS = textwrap.dedent('''
     import torch
@@ -48,24 +53,24 @@ def project(pytester):
     # (no boundary plan: these tests count cases and read the output, the plan is tests/test_plan.py's)
     # (no kernel reduction: no test here asserts on it, and each failing check with a reproducer paid up to 30 s)
     kernel_project(pytester, KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5, tdiff_plan=0,
-                   tdiff_reduce_budget=0)
+                   tdiff_reduce_budget=0, tdiff_isolation="none")
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     return pytester
 
 
 def test_without_the_flag_nothing_changes(project):
-    result = project.runpytest_subprocess("-q")
+    result = project.runpytest_inprocess("-q")
     result.assert_outcomes(passed=1)
     assert "tdiff" not in result.stdout.str()
 
 
 def test_collection_naming_and_selection(project):
-    result = project.runpytest_subprocess("--tdiff", "--collect-only", "-q")
+    result = project.runpytest_inprocess("--tdiff", "--collect-only", "-q")
     out = result.stdout.str()
     assert "kernels/ops.py::twice[tdiff]" in out and "kernels/ops.py::broken[tdiff]" in out
     assert "test_plain.py::test_plain" in out
     # (selected by tdiff's marker as well: one run, not two; plain `-k` runs are the other tests')
-    result = project.runpytest_subprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-v")
+    result = project.runpytest_inprocess("--tdiff", "-m", "tdiff", "-k", "twice", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*tdiff: interpreter (no CUDA GPU: the compiled backend is skipped; compile-only: the "
                                  "specializations compiled for sm_90, not run) on every case, plus each check's "
@@ -77,7 +82,7 @@ def test_collection_naming_and_selection(project):
 
 
 def test_failing_check_fails_its_item_with_the_report_and_junit_properties(project):
-    result = project.runpytest_subprocess("--tdiff", "-k", "broken", "--junitxml=report.xml",
+    result = project.runpytest_inprocess("--tdiff", "-k", "broken", "--junitxml=report.xml",
                                           "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
@@ -92,22 +97,23 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
     assert not (project.path / "corp").exists()
     assert list((project.path / ".tdiff" / "corpus" / "broken").iterdir())
     # the next run replays the corpus entry first
-    again = project.runpytest_subprocess("--tdiff", "-k", "broken", "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
+    again = project.runpytest_inprocess("--tdiff", "-k", "broken", "--tdiff-corpus=corp", "--tdiff-repro-dir=out")
     assert "replayed from corpus entry" in again.stdout.str()
 
 
 def test_options_from_ini_and_command_line(project):
-    result = project.runpytest_subprocess("--tdiff", "-k", "twice", "-v", "--tdiff-examples", "7")
+    result = project.runpytest_inprocess("--tdiff", "-k", "twice", "-v", "--tdiff-examples", "7")
     result.stdout.fnmatch_lines(["*twice?tdiff? PASSED (7 cases*"])
-    bad = project.runpytest_subprocess("--tdiff", "--tdiff-backends", "interpreter,gpu")
+    bad = project.runpytest_inprocess("--tdiff", "--tdiff-backends", "interpreter,gpu")
     assert "unknown backend 'gpu'" in bad.stderr.str()
 
 
 def test_xdist_spreads_checks_and_merges_results(project):
     import json
 
+    # (a pytest of its own: the controller is what is tested, and this process may itself be an xdist worker)
     result = project.runpytest_subprocess("--tdiff", "-n", "2", "--tdiff-corpus=none", "--tdiff-repro-dir=none",
-                                          "--tdiff-json", "run.json")
+                                          "--tdiff-json", "run.json", "--tdiff-isolation", "process")
     result.assert_outcomes(passed=2, failed=1)
     out = result.stdout.str()
     assert "FAILED  kernels.ops::broken[tdiff]: disagrees with reference" in out
@@ -138,17 +144,15 @@ def test_worker_lanes_get_their_gpu(monkeypatch):
     assert pool._env("cpu")["CUDA_VISIBLE_DEVICES"] == ""
 
 
-def test_compile_budget_option_and_the_compiles_in_the_summary(project, monkeypatch):
-    root = Path(__file__).resolve().parents[1]  # so the workers import the fake compiling backend
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    result = project.runpytest_subprocess(  # (-v: each check's own lines, its notes among them)
+def test_compile_budget_option_and_the_compiles_in_the_summary(project):
+    result = project.runpytest_inprocess(  # (-v: each check's own lines, its notes among them)
         "--tdiff", "-v", "-k", "twice", "--tdiff-examples", "12", "--tdiff-max-compiles", "1",
         "--tdiff-backends", "tests.faulty:FakeCompiling,interpreter", "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
     assert "note: compile budget (1 compiles) reached" in out
     assert re.search(r"tdiff: 1 checks, 12 cases \(12 judged\); .*; \d+ specializations compiled in [\d.]+s", out), out
-    bad = project.runpytest_subprocess("--tdiff", "--tdiff-max-compiles", "-1")
+    bad = project.runpytest_inprocess("--tdiff", "--tdiff-max-compiles", "-1")
     assert "--tdiff-max-compiles must be 0 (no limit) or more" in bad.stderr.str()
 
 
@@ -171,8 +175,8 @@ XFAIL_KERNELS = KERNELS + textwrap.dedent('''
 def test_an_xfail_check_that_errors_fails_instead_of_xfailing(pytester):
     # an xfail mark expects a divergence: a check whose own run errors (here its strategy raises) is not one
     kernel_project(pytester, XFAIL_KERNELS, tdiff_examples=4, tdiff_profile="ci", tdiff_shrink_budget=5,
-                   tdiff_reduce_budget=0)
-    result = pytester.runpytest_subprocess("--tdiff", "-k", "expected or strategy_raises", "-rxXf",
+                   tdiff_reduce_budget=0, tdiff_isolation="none")
+    result = pytester.runpytest_inprocess("--tdiff", "-k", "expected or strategy_raises", "-rxXf",
                                            "--tdiff-corpus=none", "--tdiff-repro-dir=none")
     result.assert_outcomes(failed=1, xfailed=1)
     result.stdout.fnmatch_lines(["*XFAIL*broken*expected*", "*FAILED*broken*strategy_raises*"])

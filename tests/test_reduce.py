@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -98,9 +96,9 @@ def test_reproducer_carries_the_reduced_kernel_and_its_diff(tmp_path):
     # shrinking zeroed most values: the guard case (fresh values) keeps the reduced kernel computing what the
     # original computes, so the loads of x and the product stay
     assert "tl.load(x_row + cols" in kernel or "tl.load(x_ptr + cols" in kernel
-    run = subprocess.run([sys.executable, "repro.py"], cwd=Path(div.repro_path).parent, capture_output=True,
-                         text=True, timeout=300)
-    assert run.returncode == 1, run.stdout + run.stderr
+    # (and it reproduces: tdiff keeps a reduced kernel's reproducer only once it has run it in a fresh process and
+    # seen it exit 1 with the same divergence, else it writes the whole kernel; record/repro/verify.py, tested in
+    # test_mutants_killed.py)
 
 
 def test_reduction_off_writes_the_whole_kernel(tmp_path):

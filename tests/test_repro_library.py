@@ -34,13 +34,25 @@ from tdiff.strategies import tensor_arg
 WRONG = ("tests.faulty:FaultyFirstProgram", "interpreter")
 
 
-def _written(tmp_path, check, case):
-    """The verdict, its evidence and the reproducer tdiff keeps (it verified it in a fresh process)."""
+def _written(tmp_path, check, case, validate=True):
+    """The verdict, its evidence and the reproducer tdiff keeps (it verified it in a fresh process). Without
+    `validate`, the test runs it itself (`_reproduces`): verifying it too would run it twice."""
     runner = Runner(tdiff.RunOptions(isolation="none", corpus_dir=None, repro_dir=None, backends=WRONG))
     verdict, ev = runner.judge(check).verdict(case)
     assert verdict.failed and verdict.kind == "values", verdict.label
-    path = repro.write(tmp_path / "repro", check, case, verdict, ev, timeout=120)
+    path = repro.write(tmp_path / "repro", check, case, verdict, ev, timeout=120, validate=validate)
     return verdict, ev, path
+
+
+def _reproduces(path, verdict):
+    """Run the reproducer as a user would and see it show what verification requires (exit 1, the verdict's values
+    diverging on one of its targets: record/repro/verify.py) and which sides ran how."""
+    ran = _run(path)
+    shown = [json.loads(ln[len(repro.MARK):]) for ln in ran.stdout.splitlines() if ln.startswith(repro.MARK)]
+    assert ran.returncode == 1 and any(s["kind"] == "values" and set(s["targets"]) & set(verdict.targets)
+                                       for s in shown), ran.stdout + ran.stderr
+    assert "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout
+    return ran
 
 
 def _run(path, *args, interpret=False):
@@ -80,11 +92,10 @@ def test_liger_group_norm_backward_rebuilds_a_triton_dtype_argument(tmp_path):
     case = Case({"X": tensor_arg(torch.randn(1, 2, 2, 2, generator=g)), "W": tensor_arg(torch.randn(2, generator=g)),
                  "B": tensor_arg(torch.randn(2, generator=g)), "num_groups": 1,
                  "dY": tensor_arg(torch.randn(1, 2, 2, 2, generator=g))})
-    _, ev, path = _written(tmp_path, check, case)
+    verdict, ev, path = _written(tmp_path, check, case, validate=False)
     text = path.read_text()
     assert "'kind': 'tl_dtype', 'value': 'float32'" in text and "import liger_kernel" not in text
-    ran = _run(path)
-    assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
+    _reproduces(path, verdict)
     values, _ = _interpreted_here(path, tmp_path)
     _same_as_tdiff(values, ev, case)
 
@@ -102,11 +113,10 @@ def test_liger_fused_add_rms_norm_uses_the_libdevice_shim(tmp_path):
                  "R": tensor_arg(torch.randn(1, 255, generator=g).half()),
                  "W": tensor_arg(torch.randn(255, generator=g).half()),
                  "eps": 1e-6, "offset": 0.0, "casting_mode": "none"})
-    _, ev, path = _written(tmp_path, check, case)
+    verdict, ev, path = _written(tmp_path, check, case, validate=False)
     used = set(ev.outcomes["interpreter"].trace.shims)
     assert {"libdevice", "float-args"} <= used
-    ran = _run(path)
-    assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
+    ran = _reproduces(path, verdict)
     assert "interpreter worked around libdevice (1 use(s))" in ran.stdout
     assert "interpreter worked around float-args (2 use(s))" in ran.stdout
     values, shims_used = _interpreted_here(path, tmp_path)
@@ -189,10 +199,9 @@ def test_all_shims_in_one_kernel_compute_what_tdiffs_interpreter_computed(tmp_pa
     x = torch.tensor([1.0, -2.0, float("nan"), 0.5, 3.0, -0.0, 0.1, 7.0])
     b = torch.tensor([0.5, 1.25, -2.0, 3.0, 0.0078125, -1.5, 2.0, 1e-3]).bfloat16()
     case = Case({"x": tensor_arg(x), "b": tensor_arg(b)})
-    _, ev, path = _written(tmp_path, check, case)
+    verdict, ev, path = _written(tmp_path, check, case, validate=False)
     used = {n for n, c in ev.outcomes["interpreter"].trace.shims.items() if c}
-    ran = _run(path)
-    assert ran.returncode == 1 and "faulty: recorded\ninterpreter: ran here\n" in ran.stdout, ran.stdout + ran.stderr
+    ran = _reproduces(path, verdict)
     values, shims_used = _interpreted_here(path, tmp_path)
     # every shim the run counted, and no other; all of them but those this Triton does not need
     assert used == set(shims_used) <= set(shims.ENABLED)

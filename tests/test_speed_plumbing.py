@@ -11,9 +11,11 @@ import pytest
 
 from tdiff.execute import gpus, wire
 from tdiff.execute.workers import Pool, spin_seconds
-from tests.projects import kernel_project
+from tests.projects import import_all_of_tdiff, kernel_project
 
 pytest_plugins = ["pytester"]
+
+import_all_of_tdiff()  # (before the in-process pytest runs below: see its docstring)
 
 
 @pytest.mark.parametrize("make", [
@@ -174,13 +176,15 @@ def test_checks_that_took_longest_last_time_run_first(pytester):
     # the first check's wall does not include starting the workers on a busy machine
     args = ("--tdiff", "-v", "-p", "cacheprovider", "--tdiff-corpus=none", "--tdiff-repro-dir=none",
             "--tdiff-backends=interpreter,reference", "--tdiff-isolation=none")
-    first = pytester.runpytest_subprocess(*args)
+    first = pytester.runpytest_inprocess(*args)  # (the order is the plugin's: no process of its own needed)
     first.assert_outcomes(passed=2)
     cache = pytester.path / ".pytest_cache" / "v" / "tdiff" / "durations"
     walls = json.loads(cache.read_text())
     assert walls["kernels/ops.py::b_slow[tdiff]"] > walls["kernels/ops.py::a_quick[tdiff]"]
-    second = pytester.runpytest_subprocess(*args).stdout.str()
-    assert second.index("b_slow[tdiff]") < second.index("a_quick[tdiff]")  # collected a_quick first
+    # the order is set at collection: the second run need only collect (running b_slow again proved nothing more)
+    second = pytester.runpytest_inprocess(*args, "--collect-only").stdout.lines
+    assert [ln.strip() for ln in second if "TdiffItem" in ln] == ["<TdiffItem b_slow[tdiff]>",
+                                                                   "<TdiffItem a_quick[tdiff]>"], second
 
 
 def test_the_controllers_summary_imports_neither_torch_nor_triton():

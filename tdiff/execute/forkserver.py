@@ -247,6 +247,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(env, TDIFF_WORKER="zygote", TDIFF_ZYGOTE_KIND=kind, TDIFF_ZYGOTE_FD=str(theirs.fileno()),
                    TDIFF_SYS_PATH=json.dumps(sys.path))
+        env.pop("TRITON_INTERPRET", None)  # (as in every worker's: a kernel it imports must be a JITFunction)
         if kind == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
         else:

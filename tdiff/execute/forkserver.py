@@ -57,7 +57,7 @@ _BOOT = ("import json, os, sys; sys.path[:0] = [p for p in json.loads(os.environ
 #: the most fds a fork request carries (the job pipe's read end, the answer pipe's write end, the log)
 FDS = 3
 #: where a host's zygotes listen, for the test processes of one run (`host_start`)
-ADDRESS_ENV: dict[str, str] = {"cpu": "TDIFF_ZYGOTE_CPU", "gpu": "TDIFF_ZYGOTE_GPU"}
+ADDRESS_ENV: dict[Kind, str] = {"cpu": "TDIFF_ZYGOTE_CPU", "gpu": "TDIFF_ZYGOTE_GPU"}
 #: CUDA_ERROR_NOT_INITIALIZED: the driver's answer before cuInit
 _NOT_INITIALIZED = 3
 
@@ -231,18 +231,17 @@ class Zygote:
     """A connection to a running zygote (this process's own, or the host's), and what it told about the workers
     it forked for this process."""
 
-    def __init__(self, sock: socket.socket, kind: str, proc: subprocess.Popen | None = None,
+    def __init__(self, sock: socket.socket, proc: subprocess.Popen | None = None,
                  address: str | None = None) -> None:
         self.sock = sock
-        self.kind = kind
-        self.proc = proc  # (None: another process's, connected to at `address`)
-        self.address = address
+        self.proc = proc  # (None: another process's, connected to)
+        self.address = address  # (where this process's own listens, for others)
         self.ended: dict[int, int] = {}  # pid -> exit code (negative: the signal)
         self.broken = False
         self.refused = ""  # why it will not fork ('' while it does)
 
     @classmethod
-    def start(cls, env: dict[str, str], kind: str = "cpu", listen: bool = False) -> Zygote:
+    def start(cls, env: dict[str, str], kind: Kind = "cpu", listen: bool = False) -> Zygote:
         """A new zygote of `kind`, this process's; with `listen`, also for other processes (at `.address`)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(env, TDIFF_WORKER="zygote", TDIFF_ZYGOTE_KIND=kind, TDIFF_ZYGOTE_FD=str(theirs.fileno()),
@@ -272,18 +271,18 @@ class Zygote:
             theirs.close()
             if listener is not None:
                 listener.close()
-        return cls(ours, kind, proc, address)
+        return cls(ours, proc, address)
 
     @classmethod
-    def connect(cls, address: str, kind: str) -> Zygote:
-        """The host's zygote of `kind`, listening at `address` (`host_start`)."""
+    def connect(cls, address: str) -> Zygote:
+        """The host's zygote listening at `address` (`host_start`)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(address)
         except OSError:
             sock.close()
             raise
-        return cls(sock, kind)
+        return cls(sock)
 
     @property
     def alive(self) -> bool:
@@ -379,11 +378,11 @@ class Forked:
             os.kill(self.pid, signal.SIGKILL)
 
 
-_zygotes: dict[str, Zygote] = {}
+_zygotes: dict[Kind, Zygote] = {}
 _modules: list[str] = []
 
 
-def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | None:
+def zygote(kind: Kind = "cpu", env: dict[str, str] | None = None) -> Zygote | None:
     """This process's zygote of `kind`: the host's where `host_start` started one, else its own, started on first
     use (None where forking is off or no zygote can start)."""
     if not enabled():
@@ -396,7 +395,7 @@ def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | Non
     address = _host_address(kind)
     try:
         try:
-            z = Zygote.connect(address, kind) if address else None
+            z = Zygote.connect(address) if address else None
         except OSError:  # (the host's is gone: this process's own)
             z = None
         z = z or Zygote.start(dict(os.environ if env is None else env), kind)
@@ -409,18 +408,18 @@ def zygote(kind: str = "cpu", env: dict[str, str] | None = None) -> Zygote | Non
     return z
 
 
-def _host_address(kind: str) -> str | None:
+def _host_address(kind: Kind) -> str | None:
     """Where the host's zygote of `kind` listens, if the process that started this one started it (an xdist worker
     of the run; not a process those start, which may import other modules under the same names)."""
     owner, _, address = os.environ.get(ADDRESS_ENV[kind], "").partition(":")
     return address if address and owner == str(os.getppid()) else None
 
 
-def host_start(kinds: Sequence[str]) -> list[str]:
+def host_start(kinds: Sequence[Kind]) -> list[Kind]:
     """(the process pytest started) Start the host's zygotes of `kinds` for every test process of the run (a run
     inside another gets its own): they find them through `ADDRESS_ENV`, which the processes started from here
     inherit. Returns the kinds started."""
-    started: list[str] = []
+    started: list[Kind] = []
     if not enabled():
         return started
     for kind in kinds:
@@ -449,7 +448,7 @@ def preload(modules: list[str]) -> None:
             z.preload(new)
 
 
-def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], kind: str = "cpu") -> Forked | None:
+def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], kind: Kind = "cpu") -> Forked | None:
     """A worker forked from a zygote of `kind`, reading jobs from `read_fd`, answering on `write_fd`, its output in
     `log_fd`, its lane's environment `env`; None where forking is off or failed (the caller starts a fresh
     interpreter on the same descriptors). The caller closes its copies of the two pipe ends afterwards either way."""

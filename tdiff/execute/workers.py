@@ -120,7 +120,7 @@ class Worker:
         return not own.python and self.python == sys.executable and forkserver.enabled()
 
     @property
-    def zygote_kind(self) -> str:
+    def zygote_kind(self) -> forkserver.Kind:
         """The zygote it forks from: `gpu` for the lanes that see the GPU, `cpu` for the others."""
         return "gpu" if _lane(self.lane).sees_gpu else "cpu"
 

@@ -143,7 +143,7 @@ class TdiffSession:
         lanes = sorted({b.lane for b in backends} | {"ref"})
         if not hasattr(self.config, "workerinput"):  # the process pytest started: the host's zygotes, for every
             # test process of the run (xdist's workers start after this and inherit where they listen)
-            forkserver.host_start(sorted({"gpu" if b.lane.sees_gpu else "cpu" for b in backends} | {"cpu"}))
+            forkserver.host_start(["cpu", "gpu"] if any(b.lane.sees_gpu for b in backends) else ["cpu"])
         if self.is_controller:
             return  # (an xdist controller runs no tests: its workers warm their own lanes)
         from ..execute.workers import shared_pool

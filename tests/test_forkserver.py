@@ -129,3 +129,72 @@ def test_a_gpu_zygote_whose_cuda_is_initialized_refuses_to_fork(monkeypatch):
     assert forkserver._refusal("gpu") == ""
     monkeypatch.setattr(forkserver, "cuda_initialized", lambda: True)
     assert "CUDA is initialized" in forkserver._refusal("gpu") and forkserver._refusal("cpu") == ""
+
+
+_SCRIPT = """\
+import atexit, json, os, sys
+import helper
+import triton.language as tl
+atexit.register(lambda: print("exit functions ran"))
+print(json.dumps({"sigmoid": type(tl.sigmoid).__name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
+                  "name": __name__, "cwd": os.getcwd(),
+                  "env": os.environ.get("TDIFF_TEST_VALUE"), "helper": helper.WHERE, "stdin": sys.stdin.read(),
+                  "path": [p for p in sys.path[1:] if "site-packages" not in p]}))
+sys.stdout.flush()
+how = sys.argv[1]
+if how == "raise":
+    raise ValueError("boom")
+if how == "message":
+    sys.exit("a message")
+if how == "code":
+    sys.exit(3)
+if how == "segfault":
+    import signal
+    os.kill(os.getpid(), signal.SIGSEGV)
+if how == "hang":
+    import time
+    time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
+@pytest.mark.parametrize("how", ["ok", "interpreted", "raise", "message", "code", "segfault"])
+def test_a_forked_script_run_is_what_a_fresh_interpreter_gives(tmp_path, how):
+    """`run_script` (how tdiff runs a reproducer before keeping it) forks the script from a zygote: the same exit
+    code, output, `sys.argv`, path, `__main__`, working directory, environment and traceback as `python script`;
+    with TRITON_INTERPRET=1, Triton's own `@jit` functions interpreted ones (they are made as Triton is imported)."""
+    (tmp_path / "s.py").write_text(_SCRIPT)
+    (tmp_path / "helper.py").write_text("WHERE = 'next to the script'\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TDIFF_TEST_VALUE": "asked"}
+    if how == "interpreted":
+        env["TRITON_INTERPRET"] = "1"
+    forked = forkserver.run_script(["s.py", how], tmp_path, env=env, timeout=120)
+    fresh = subprocess.run([sys.executable, "s.py", how], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    said = json.loads(forked.stdout.splitlines()[0])
+    assert said["argv"] == ["s.py", how] and said["env"] == "asked" and said["helper"] == "next to the script"
+    assert said["sigmoid"] == ("InterpretedFunction" if how == "interpreted" else "JITFunction")
+    assert {"ok": 0, "interpreted": 0, "raise": 1, "message": 1, "code": 3, "segfault": -signal.SIGSEGV}[how] == forked.returncode
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
+def test_a_forked_script_is_forked_and_past_its_timeout_killed(tmp_path, monkeypatch):
+    (tmp_path / "s.py").write_text(_SCRIPT)
+    (tmp_path / "helper.py").write_text("WHERE = 1\n")
+    forkserver.run_script(["s.py", "ok"], tmp_path, timeout=120)  # (the zygote started)
+    started = []
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: started.append(a))
+    t0 = time.monotonic()
+    assert forkserver.run_script(["s.py", "ok"], tmp_path, timeout=120).returncode == 0
+    assert time.monotonic() - t0 < 1.0 and not started  # forked: no fresh interpreter, no imports paid
+    with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+        forkserver.run_script(["s.py", "hang"], tmp_path, timeout=2)
+    assert '"argv"' in timed_out.value.output and time.monotonic() - t0 < 30
+    # an environment a fresh interpreter would start differently in: a zygote of its own
+    zygotes = dict(forkserver._script_zygotes)
+    forkserver.run_script(["s.py", "ok"], tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert len(forkserver._script_zygotes) == len(zygotes) + 1 and not started
+    monkeypatch.setenv("TDIFF_FORKSERVER", "0")  # off: a fresh interpreter
+    forkserver.run_script(["s.py", "ok"], tmp_path, timeout=120)
+    assert started and started[0][0][1:] == ["s.py", "ok"]

@@ -11,8 +11,6 @@ float arguments, bf16, ...) under stock TRITON_INTERPRET=1, reporting those it u
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -26,6 +24,7 @@ from tdiff import compat
 from tdiff import strategies as tst
 from tdiff.core.case import Case
 from tdiff.drive.runner import Runner
+from tdiff.execute import forkserver
 from tdiff.execute.interpreter import shims
 from tdiff.judge.targets import view
 from tdiff.record import repro
@@ -60,8 +59,7 @@ def _run(path, *args, interpret=False):
     env.pop("TRITON_INTERPRET", None)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    return subprocess.run([sys.executable, str(path), *args], cwd=str(path.parent), capture_output=True, text=True,
-                          timeout=300, env=env)
+    return forkserver.run_script([str(path), *args], path.parent, env=env, timeout=300)
 
 
 def _interpreted_here(path, tmp_path):

@@ -10,8 +10,6 @@ lanes and is judged against its reference.
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,6 +23,7 @@ from tdiff import compat
 from tdiff import strategies as tst
 from tdiff.core.case import Case
 from tdiff.drive.runner import Runner
+from tdiff.execute import forkserver
 from tdiff.execute.interpreter import shims
 from tdiff.judge.targets import view
 from tdiff.record import repro
@@ -239,8 +238,7 @@ def test_the_reproducers_interpreter_computes_what_tdiffs_did(tmp_path, shim, ne
     path = repro.write(tmp_path / "repro", check, case, verdict, ev, validate=False)
     out = tmp_path / "side.npz"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_INTERPRET": "1"}
-    ran = subprocess.run([sys.executable, str(path), "--side", "interpreter", str(out)], cwd=str(path.parent),
-                         capture_output=True, text=True, timeout=300, env=env)
+    ran = forkserver.run_script([str(path), "--side", "interpreter", str(out)], path.parent, env=env, timeout=300)
     assert ran.returncode == 0, (ran.stdout + ran.stderr)[-3000:]
     data = np.load(out, allow_pickle=False)
     theirs = json.loads((tmp_path / "side.npz.json").read_text())["shims"]

@@ -16,6 +16,7 @@ import torch
 import tdiff
 from tdiff.core.case import Case
 from tdiff.core.rerun import FLOAT64_RUN
+from tdiff.execute import forkserver
 from tdiff.judge import verdict as V
 from tdiff.strategies import tensor_arg
 from tests import hostile as H
@@ -34,12 +35,12 @@ def run(kernel, name="tdiff", **changes):
 
 
 def run_repro(path, timeout=None):
-    """Run a written reproducer as a user would: `python repro.py` in its folder. (tdiff keeps a reproducer only
+    """Run a written reproducer as a user would: `python repro.py` in its folder (forked after the imports, as
+    verification runs it: `forkserver.run_script`, tested in test_forkserver.py). (tdiff keeps a reproducer only
     once it has run it so in a fresh process and seen it exit 1 with the same kind of divergence on the same targets,
     `record/repro/verify.py`, tested in test_mutants_killed.py: a `repro_path` is that proof. The tests below run one
     again only to see what verification does not: its fix making it exit 0, its timeout, its sides' findings.)"""
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=path.parent,
-                          timeout=timeout)
+    return forkserver.run_script([str(path)], path.parent, timeout=timeout)
 
 
 def label(result):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import importlib.machinery
 import json
 import os
 import select
@@ -42,18 +43,28 @@ import subprocess
 import sys
 import tempfile
 import time
+import tokenize
 import traceback
+import types
 from collections.abc import Sequence
-from typing import Literal
+from typing import IO, Literal
 
-#: a zygote's kind: which lanes it forks workers for
+#: a worker zygote's kind: which lanes it forks workers for
 Kind = Literal["cpu", "gpu"]
+#: any zygote's: a worker zygote's, or `script` (`run_script`)
+AnyKind = Literal["cpu", "gpu", "script"]
 #: what a zygote imports before it forks its first worker
 PRELOAD = ("torch", "triton", "numpy", "hypothesis", "tdiff.execute.worker_main", "tdiff.execute.backends.run_case",
            "tdiff.execute.interpreter.backend", "tdiff.execute.backends.reference",
            "tdiff.execute.backends.float32_arithmetic")
-_BOOT = ("import json, os, sys; sys.path[:0] = [p for p in json.loads(os.environ['TDIFF_SYS_PATH']) "
-         "if p not in sys.path]; from tdiff.execute.forkserver import serve; serve()")
+#: what a script zygote imports (`run_script`): what a reproducer imports first, and nothing of tdiff's
+SCRIPT_PRELOAD = ("torch", "triton", "triton.language", "numpy")
+#: the variables of an environment that a fresh interpreter, or the modules a zygote imports, read as they start (a
+#: script zygote is one of them: `run_script`)
+STARTUP_ENV = ("PYTHON", "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "NUMPY_", "LD_")
+_BOOT = ("import json, os, sys; fresh = sys.path[1:]; "
+         "sys.path[:0] = [p for p in json.loads(os.environ['TDIFF_SYS_PATH']) if p not in sys.path]; "
+         "from tdiff.execute.forkserver import serve; serve(fresh)")
 #: the most fds a fork request carries (the job pipe's read end, the answer pipe's write end, the log)
 FDS = 3
 #: where a host's zygotes listen, for the test processes of one run (`host_start`)
@@ -113,13 +124,18 @@ def _receive(sock: socket.socket, with_fds: bool = False) -> tuple[dict | None, 
 
 # ---------------------------------------------------------------- the zygote's side
 
-def serve() -> None:
-    """The zygote: import, then fork a worker per request and report each one's end to the process that asked."""
+def serve(fresh: list[str] | None = None) -> None:
+    """The zygote: import, then fork a worker (or a script: `run_script`) per request and report each one's end to
+    the process that asked. `fresh`: the `sys.path` a fresh interpreter of this environment starts with (after its
+    script's folder)."""
+    started_with = _startup_env(os.environ)
     kind = os.environ.pop("TDIFF_ZYGOTE_KIND", "cpu")
     owner = socket.socket(fileno=int(os.environ.pop("TDIFF_ZYGOTE_FD")))
     listen_fd = os.environ.pop("TDIFF_ZYGOTE_LISTEN_FD", "")
     listener = socket.socket(fileno=int(listen_fd)) if listen_fd else None
-    for name in PRELOAD:
+    if kind == "script":  # (its imports as a fresh interpreter's find them)
+        sys.path[:] = fresh or sys.path
+    for name in SCRIPT_PRELOAD if kind == "script" else PRELOAD:
         _import(name)
     refused = _refusal(kind)
     clients = [owner]
@@ -152,16 +168,20 @@ def serve() -> None:
                     for name in message["preload"]:
                         _import(name)
                 continue
-            if refused:
+            script = "argv" in message
+            unlike = _unlike(started_with, message.get("env") or {}) if script else ""
+            if refused or unlike:
                 for fd in fds:
                     os.close(fd)
                 with contextlib.suppress(OSError):
-                    _send(sock, {"refused": refused})
+                    _send(sock, {"refused": refused} if refused else {"unlike": unlike})
                 continue
             pid = os.fork()
             if pid == 0:
                 for other in clients + ([listener] if listener else []):
                     other.close()
+                if script:
+                    _script(fds, message, fresh or [])
                 _child(fds, message)
             for fd in fds:
                 os.close(fd)
@@ -179,7 +199,7 @@ def _import(name: str) -> None:
 
 def _refusal(kind: str) -> str:
     """Why this zygote cannot fork workers ('' if it can): a GPU zygote whose CUDA is initialized."""
-    if kind == "gpu" and cuda_initialized():
+    if kind in ("gpu", "script") and cuda_initialized():
         return "CUDA is initialized in the GPU zygote, so its forks could not use the GPU"
     return ""
 
@@ -225,6 +245,77 @@ def _child(fds: list[int], message: dict) -> None:
         os._exit(code)
 
 
+def _startup_env(env: os._Environ | dict[str, str]) -> dict[str, str]:
+    """What of an environment a fresh interpreter and its first imports read as they start (`STARTUP_ENV`: its path
+    and flags, `TRITON_INTERPRET`, which makes Triton's own `@jit` functions interpreted ones, ...)."""
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_ENV)}
+
+
+def _unlike(started_with: dict[str, str], env: dict[str, str]) -> str:
+    """Why a script run in `env` would start differently from this zygote ('' if it would not)."""
+    theirs = _startup_env(env)
+    differ = sorted(k for k in set(started_with) | set(theirs) if started_with.get(k) != theirs.get(k))
+    return f"{', '.join(differ)} differ from the zygote's" if differ else ""
+
+
+def _script(fds: list[int], message: dict, fresh: list[str]) -> None:
+    """A forked script run (`run_script`): what `python argv...` does in a fresh interpreter of this environment,
+    from the imports on (stdin empty, stdout and stderr to the asker's files, the asker's environment and working
+    directory, `sys.argv`, the script's folder first on a fresh `sys.path`, run as `__main__`, exit functions run,
+    the exit code as Python's); never returns."""
+    code = 1
+    try:
+        out_fd, err_fd = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(out_fd, 1)
+        os.dup2(err_fd, 2)
+        os.close(out_fd)
+        os.close(err_fd)
+        os.environ.clear()
+        os.environ.update(message["env"])
+        os.chdir(message["cwd"])
+        argv = [str(a) for a in message["argv"]]
+        path = os.path.abspath(argv[0])
+        sys.argv = argv
+        sys.path[:] = [os.path.dirname(path), *fresh]
+        main = types.ModuleType("__main__")
+        main.__file__ = path
+        main.__dict__["__cached__"] = None
+        main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+        sys.modules["__main__"] = main
+        with tokenize.open(path) as f:
+            source = f.read()
+        try:
+            exec(compile(source, path, "exec"), main.__dict__)
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        except BaseException as exc:  # (shown as Python shows it: from the script's frame)
+            tb = exc.__traceback__.tb_next if exc.__traceback__ else None
+            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+            code = 1
+        atexit._run_exitfuncs()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _exit_code(value: object) -> int:
+    """The exit status Python gives `sys.exit(value)`."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value & 0xFF
+    print(value, file=sys.stderr)
+    return 1
+
+
 # ---------------------------------------------------------------- the test process's side
 
 class Zygote:
@@ -241,15 +332,17 @@ class Zygote:
         self.refused = ""  # why it will not fork ('' while it does)
 
     @classmethod
-    def start(cls, env: dict[str, str], kind: Kind = "cpu", listen: bool = False) -> Zygote:
-        """A new zygote of `kind`, this process's; with `listen`, also for other processes (at `.address`)."""
+    def start(cls, env: dict[str, str], kind: AnyKind = "cpu", listen: bool = False) -> Zygote:
+        """A new zygote of `kind`, this process's; with `listen`, also for other processes (at `.address`). (A
+        script zygote starts in `env` as it is: see `run_script`.)"""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         env = dict(env, TDIFF_WORKER="zygote", TDIFF_ZYGOTE_KIND=kind, TDIFF_ZYGOTE_FD=str(theirs.fileno()),
                    TDIFF_SYS_PATH=json.dumps(sys.path))
-        env.pop("TRITON_INTERPRET", None)  # (as in every worker's: a kernel it imports must be a JITFunction)
+        if kind != "script":
+            env.pop("TRITON_INTERPRET", None)  # (as in every worker's: a kernel it imports must be a JITFunction)
         if kind == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
-        else:
+        elif kind == "gpu":
             env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
         passed, listener, address = [theirs.fileno()], None, None
         try:
@@ -303,6 +396,24 @@ class Zygote:
             if "refused" in message:
                 self.refused = str(message["refused"])
                 raise OSError(self.refused)
+            if "forked" in message:
+                return Forked(self, int(message["forked"]))
+
+    def start_script(self, argv: Sequence[str], cwd: str, env: dict[str, str], out_fd: int, err_fd: int) -> Forked:
+        """Fork `python argv...` (see `run_script`); OSError where this zygote will not (its start-up environment
+        differs from `env`'s, or it refuses to fork at all)."""
+        if self.refused:
+            raise OSError(self.refused)
+        _send(self.sock, {"argv": list(argv), "env": env, "cwd": cwd}, [out_fd, err_fd])
+        while True:
+            message = self._next(None)
+            if message is None:
+                raise OSError("the zygote closed its socket")
+            if "refused" in message:
+                self.refused = str(message["refused"])
+                raise OSError(self.refused)
+            if "unlike" in message:
+                raise OSError(str(message["unlike"]))
             if "forked" in message:
                 return Forked(self, int(message["forked"]))
 
@@ -462,7 +573,65 @@ def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], kind: Ki
         return None
 
 
+def run_script(argv: Sequence[str], cwd: str | os.PathLike[str], env: dict[str, str] | None = None,
+               timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """`python argv...` in `cwd` (a reproducer run by the process that wrote it), as `subprocess.run` with
+    `capture_output=True, text=True` would run it: forked from a script zygote, a fresh interpreter that imported
+    `SCRIPT_PRELOAD` in the same start-up environment (`STARTUP_ENV`; one zygote per such environment, this
+    process's), so the run is what a fresh interpreter's would be, without paying those imports. A fresh interpreter
+    where forking is off or refused."""
+    env = dict(os.environ if env is None else env)
+    cwd = os.fspath(cwd)
+    argv = [os.fspath(a) for a in argv]
+    z = _script_zygote(env)
+    if z is not None:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            try:
+                child = z.start_script(argv, cwd, env, out.fileno(), err.fileno())
+            except OSError:
+                child = None
+            if child is not None:
+                try:
+                    code = child.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait(10)
+                    raise subprocess.TimeoutExpired([sys.executable, *argv], timeout or 0.0, _read(out),
+                                                    _read(err)) from None
+                return subprocess.CompletedProcess([sys.executable, *argv], code, _read(out), _read(err))
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+_script_zygotes: dict[tuple[tuple[str, str], ...], Zygote] = {}
+
+
+def _script_zygote(env: dict[str, str]) -> Zygote | None:
+    """This process's script zygote for `env`'s start-up environment, started on first use (None where forking is
+    off or it cannot start)."""
+    if not enabled():
+        return None
+    key = tuple(sorted(_startup_env(env).items()))
+    z = _script_zygotes.get(key)
+    if z is not None and z.alive:
+        return z
+    if z is not None:
+        _script_zygotes.pop(key).close()
+    try:
+        z = _script_zygotes[key] = Zygote.start(env, "script")
+    except OSError:
+        return None
+    return z
+
+
+def _read(f: IO[bytes]) -> str:
+    f.seek(0)
+    return f.read().decode(errors="replace")
+
+
 def close() -> None:
+    while _script_zygotes:
+        _script_zygotes.popitem()[1].close()
     for kind in list(_zygotes):
         _zygotes.pop(kind).close()
         if os.environ.get(ADDRESS_ENV[kind], "").startswith(f"{os.getpid()}:"):

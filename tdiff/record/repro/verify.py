@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import numpy as np
 
 from ...core.case import Case
 from ...core.outcome import Outcome
+from ...execute.forkserver import run_script
 from ...judge.evidence import Evidence
 from ...judge.verdict import Verdict
 from .errors import MARK, ReproError
@@ -23,11 +23,10 @@ from .render import render
 
 
 def verify(folder: Path, verdict: Verdict, timeout: float) -> None:
-    """Run the reproducer in a fresh process; raise unless it shows the same kind of divergence on
-    the same targets."""
+    """Run the reproducer in a fresh process (`python repro.py`, forked after the imports: `run_script`); raise
+    unless it shows the same kind of divergence on the same targets."""
     try:
-        proc = subprocess.run([sys.executable, "repro.py"], capture_output=True, text=True, timeout=timeout,
-                              cwd=str(folder))
+        proc = run_script(["repro.py"], folder, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ReproError(f"it did not finish in {timeout:.0f} s in a fresh process") from None
     tail = " | ".join((proc.stdout + proc.stderr).strip().splitlines()[-6:])

@@ -175,7 +175,8 @@ def test_a_forked_script_run_is_what_a_fresh_interpreter_gives(tmp_path, how):
     said = json.loads(forked.stdout.splitlines()[0])
     assert said["argv"] == ["s.py", how] and said["env"] == "asked" and said["helper"] == "next to the script"
     assert said["sigmoid"] == ("InterpretedFunction" if how == "interpreted" else "JITFunction")
-    assert {"ok": 0, "interpreted": 0, "raise": 1, "message": 1, "code": 3, "segfault": -signal.SIGSEGV}[how] == forked.returncode
+    codes = {"ok": 0, "interpreted": 0, "raise": 1, "message": 1, "code": 3, "segfault": -signal.SIGSEGV}
+    assert codes[how] == forked.returncode
 
 
 @pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
@@ -198,3 +199,39 @@ def test_a_forked_script_is_forked_and_past_its_timeout_killed(tmp_path, monkeyp
     monkeypatch.setenv("TDIFF_FORKSERVER", "0")  # off: a fresh interpreter
     forkserver.run_script(["s.py", "ok"], tmp_path, timeout=120)
     assert started and started[0][0][1:] == ["s.py", "ok"]
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
+def test_workers_that_could_not_be_forked_are_counted_and_shown(monkeypatch):
+    """A zygote that cannot fork costs time, not results: the workers start as fresh interpreters, and the check's
+    result, its record and the run's table say how many and why (never silent)."""
+    import tdiff
+    from tdiff.record.check_record import CheckRecord
+    from tdiff.record.summary import aggregate, table_lines
+
+    def refuse(*_a, **_k):
+        raise OSError("planted refusal")
+
+    monkeypatch.setattr(forkserver.Zygote, "fork", refuse)
+    forkserver.take_fresh()  # (what earlier tests left)
+    (check,) = K.double_kernel.__tdiff_checks__
+    options = tdiff.RunOptions(isolation="process", corpus_dir=None, repro_dir=None, max_examples=2)
+
+    def run():
+        pool = Pool()
+        try:
+            return tdiff.Runner(options, executor=pool).run_check(check)
+        finally:
+            pool.close()
+
+    result = run()
+    assert result.status.value == "passed", result.why
+    (why,) = result.fresh_workers
+    assert "planted refusal" in why and result.fresh_workers[why] >= 2  # (the interpreter's and the reference's)
+    record = CheckRecord.of(result)
+    assert record.to_record()["fresh_workers"] == dict(result.fresh_workers)
+    assert any("workers started as fresh interpreters" in line and "planted refusal" in line
+               for line in table_lines(aggregate([record])))
+    # forking turned off is the user's choice, not a fallback: nothing counted
+    monkeypatch.setenv("TDIFF_FORKSERVER", "0")
+    assert not run().fresh_workers

@@ -27,7 +27,7 @@ from ..core.outcome import Outcome
 from ..core.settings import RunOptions
 from ..declaration import Check, checks_of
 from ..errors import CorpusError, DivergenceError
-from ..execute import ahead
+from ..execute import ahead, forkserver
 from ..execute.backends.base import gpu_available
 from ..execute.backends.dry_launch import SPEC as SPECIALIZE
 from ..execute.compile_budget import INT_CLASSES, POINTER_CLASSES, CompileBudget, layout_of
@@ -174,7 +174,8 @@ class Runner:
             environments=environments, here=here, ahead=done,
             cases=tally.cases, judged=tally.judged, discarded=tally.discarded, max_examples=tally.max_examples,
             search_shrinks=tally.search_shrinks, caveats=tally.caveats, caveat_examples=tally.caveat_examples,
-            shims=tally.shims, unbatched=tally.unbatched, seconds=tally.seconds, compiles=tally.compiles,
+            shims=tally.shims, unbatched=tally.unbatched, fresh_workers=forkserver.take_fresh(),
+            seconds=tally.seconds, compiles=tally.compiles,
             compile_seconds=tally.compile_seconds, cache_loads=tally.cache_loads, compile_wait=tally.compile_wait,
             compile_only=tally.compile_only, hang_timeout=tally.hang_timeout, phases=tally.phases,
             spent=tally.spent, lines_run=lines_run, lines_executable=lines_executable,

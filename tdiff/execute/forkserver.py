@@ -46,6 +46,7 @@ import time
 import tokenize
 import traceback
 import types
+from collections import Counter
 from collections.abc import Sequence
 from typing import IO, Literal
 
@@ -491,6 +492,17 @@ class Forked:
 
 _zygotes: dict[Kind, Zygote] = {}
 _modules: list[str] = []
+_no_zygote: dict[Kind, str] = {}  # why a zygote of that kind could not start
+#: workers started as fresh interpreters because forking failed, by why (not counted: forking turned off)
+_fresh: Counter[str] = Counter()
+
+
+def take_fresh() -> Counter[str]:
+    """The workers started as fresh interpreters, not forked, since the last call (by why): the same results,
+    slower; a check's result carries them (`CheckResult.fresh_workers`)."""
+    taken = Counter(_fresh)
+    _fresh.clear()
+    return taken
 
 
 def zygote(kind: Kind = "cpu", env: dict[str, str] | None = None) -> Zygote | None:
@@ -511,7 +523,8 @@ def zygote(kind: Kind = "cpu", env: dict[str, str] | None = None) -> Zygote | No
             z = None
         z = z or Zygote.start(dict(os.environ if env is None else env), kind)
     except OSError as exc:
-        print(f"tdiff: no {kind} zygote ({exc}): workers start as fresh interpreters", file=sys.stderr)
+        _no_zygote[kind] = f"no {kind} zygote ({exc})"
+        print(f"tdiff: {_no_zygote[kind]}: workers start as fresh interpreters", file=sys.stderr)
         return None
     if _modules:
         z.preload(list(_modules))
@@ -565,11 +578,14 @@ def fork(read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], kind: Ki
     interpreter on the same descriptors). The caller closes its copies of the two pipe ends afterwards either way."""
     z = zygote(kind)
     if z is None or z.refused:
+        if z is not None or enabled():
+            _fresh[z.refused if z is not None else _no_zygote.get(kind, f"no {kind} zygote")] += 1
         return None
     try:
         return z.fork(read_fd, write_fd, log_fd, env, int(env.get("OMP_NUM_THREADS") or 1))
     except OSError as exc:
         print(f"tdiff: could not fork a {kind} worker ({exc}): starting one instead", file=sys.stderr)
+        _fresh[f"could not fork a {kind} worker: {exc}"] += 1
         return None
 
 

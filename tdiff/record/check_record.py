@@ -109,6 +109,7 @@ class CheckRecord:
     caveat_examples: dict[str, str] = field(default_factory=dict)
     shims: dict[str, int] = field(default_factory=dict)
     unbatched: dict[str, int] = field(default_factory=dict)
+    fresh_workers: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     compiles: int = 0
     compile_seconds: float = 0.0
@@ -147,7 +148,8 @@ class CheckRecord:
             environments=dict(r.environments), here=r.here, cases=r.cases, max_examples=r.max_examples,
             judged=r.judged, discarded=dict(r.discarded), stopped=r.stopped or None, caveats=tuple(r.caveat_lines()),
             caveat_counts=dict(r.caveats), caveat_examples=dict(r.caveat_examples), shims=dict(r.shims),
-            unbatched=dict(r.unbatched), seconds=_round(r.seconds), compiles=r.compiles,
+            unbatched=dict(r.unbatched), fresh_workers=dict(r.fresh_workers), seconds=_round(r.seconds),
+            compiles=r.compiles,
             compile_seconds=round(r.compile_seconds, 3), cache_loads=r.cache_loads,
             compile_wait=round(r.compile_wait, 3),
             compile_only={k: round(v, 3) if isinstance(v, float) else v for k, v in r.compile_only.items()},

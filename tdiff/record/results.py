@@ -53,6 +53,7 @@ class CheckResult:
     shims: Counter[str] = field(default_factory=Counter)  # cases that needed each interpreter shim
     # cases whose launches the interpreter ran program by program, by why a batch stopped ("reason at line")
     unbatched: Counter[str] = field(default_factory=Counter)
+    fresh_workers: Counter[str] = field(default_factory=Counter)  # workers started fresh, not forked, by why
     divergences: tuple[Divergence, ...] = ()
     notes: tuple[str, ...] = ()
     why: str = ""  # the note that failed (or errored) the check where no divergence did, e.g. a stale entry

@@ -50,6 +50,8 @@ def check_lines(record: CheckRecord | Mapping[str, Any], label: str | None = Non
         lines.append(f"          interpreter: worked around {name} in {n} case(s): {SHIMS.get(name, name)}")
     for why, n in s.unbatched.items():
         lines.append(f"          interpreter: ran programs one by one in {n} case(s): a batch stopped: {why}")
+    for why, n in s.fresh_workers.items():
+        lines.append(f"          workers: {n} started as fresh interpreters, not forked: {why}")
     for text in s.never_ran:
         lines.append(f"          kernel code no case ran: {text}")
     for text in s.spec_classes:
@@ -264,10 +266,13 @@ def aggregate(records: Sequence[CheckRecord | Mapping[str, Any]]) -> list[Row]:
             row("compared without a reference", None).add(cid, None, s.pair_note)
         for why, n in sorted(s.unbatched.items()):
             row("interpreted program by program (the same result, slower): a batch stopped").add(cid, n, why)
+        for why, n in sorted(s.fresh_workers.items()):
+            row("workers started as fresh interpreters, not forked (the same result, slower)", None).add(
+                cid, None, f"{why} ({n} workers)")
     order = ("interpreter shim", "passed with a caveat", "tolerances the check", "not judged", "kernel code",
              "specialization", "boundary plan",
              "per-case",
-             "corpus entries", "compared without", "interpreted program by program")
+             "corpus entries", "compared without", "interpreted program by program", "workers started")
     return sorted(rows.values(), key=lambda r: (next(i for i, o in enumerate(order) if r.kind.startswith(o)),
                                                 -len(r.checks), r.kind))
 

@@ -294,6 +294,8 @@ def test_a_hang_costs_about_twice_the_timeout_and_leaves_a_reproducer(tmp_path):
     # timeout more of hangs, worker restarts and the reproducer's own run (3 timeouts: on a loaded 2-core machine
     # the restarts and the reproducer's interpreter took 27.7 s once)
     assert r.wall < 3 * check.timeout, r.wall
+    # the hang budget stopped it (with cheap forked restarts, hangs without it cost little more than 3 timeouts)
+    assert any("hangs cost more than the per-case timeout" in n for n in r.notes), r.notes
     (d,) = r.failures
     assert d.repro_path is not None, d.repro_note
     ran = run_repro(d.repro_path, timeout=120)

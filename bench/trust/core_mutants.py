@@ -486,7 +486,7 @@ MUTANTS: list[Mutant] = [
 
     # ------------------------------------------------------------------ dataflow.py, fragile.py, reductions.py
     M("dataflow-mul-max", "tdiff/execute/interpreter/dataflow.py",
-      "prop = m[0] * v[1] + m[1] * v[0]\n", "prop = np.maximum(m[0], m[1])\n",
+      "prop = m[0] * v[1] + m[1] * v[0] + second\n", "prop = np.maximum(m[0], m[1])\n",
       "a product's error scale is its operands' largest scale, not propagated through the product",
       [C] + list(t("test_element_tolerance_follows_each_elements_inputs",
                    "test_differences_at_the_range_edge_pass_with_a_note",

@@ -538,3 +538,29 @@ def test_a_square_of_a_rounding_level_value_carries_the_product_of_its_errors():
     (check,) = [c for c in cross_entropy.lib.liger_cross_entropy_kernel.__tdiff_checks__ if c.name == "forward"]
     v = tdiff.Runner(OPTS.with_(isolation="none")).judge(check).verdict(entry.load_case())[0]
     assert v.label == V.PASSED, text(v)
+
+
+@pytest.mark.parametrize("interpreter,spread,passes", [(-65504.0, 1080.0, True), (-65504.0, 1.0, True),
+                                                      (65504.0, 1080.0, False), (-60000.0, 1080.0, False)])
+def test_an_infinity_against_the_top_of_the_range_is_as_far_as_the_overflow_threshold(interpreter, spread, passes):
+    """A float16 result of -inf against -65504 differs by a rounding, not infinitely: -inf stands for a value of at
+    least 65520 (the largest float16 plus half an ulp), 16 from 65504 (an H200 run's group norm: compiled -inf where
+    the interpreter gave -65504 and one rounding of the inputs moves the result by 1080, flagged range-edge). Of
+    the opposite sign, or from farther than the problem moves, it still fails."""
+    from tdiff.core import dtypes
+    from tdiff.core.outcome import Outcome
+    from tdiff.core.tolerance import Tolerance
+    from tdiff.judge.comparison import Comparison
+
+    assert sensitivity.saturated_distance(np.array([-np.inf]), np.array([-65504.0]), dtypes.dtype("float16"))[0] == 16
+    assert np.isinf(sensitivity.saturated_distance(np.array([-np.inf]), np.array([-65504.0]), None)[0])
+    m = sensitivity.Sensitivity(spreads={"returned": np.array([spread])}, exact={"returned": np.array([-65500.0])},
+                                reach={"returned": np.array([65510.0])}, arithmetic={"returned": np.array([0.0])},
+                                count=15)
+    cmp = Comparison(Outcome("compiled", spec=BackendSpec("compiled")),
+                     Outcome("interpreter", spec=BackendSpec("interpreter")))
+    flagged = np.array([True])
+    left, pending, text = sensitivity.weigh("returned", dtypes.dtype("float16"), np.array([-np.inf]),
+                                            np.array([interpreter]), flagged, {sensitivity.RANGE_EDGE: flagged},
+                                            Tolerance(rtol=0.00195, atol=6.1e-05), m, True, cmp)
+    assert (not left.any()) == passes and pending == 0, text

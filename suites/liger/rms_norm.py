@@ -253,15 +253,25 @@ tdiff.check(
     W=None, eps=[1e-6], offset=[0.0], casting_mode=["llama", "gemma", "none"], max_examples=2,
 )(lib._block_rms_norm_forward_kernel)
 
-# elementwise_affine=False (W=None, no dW), one check per casting mode: each takes its own branch
+# elementwise_affine=False (W=None, no dW), one check per casting mode: each takes its own branch. Hidden sizes
+# from 2, as the main check's: at 1 the known findings above apply without a weight too (an H200 run drew
+# float16[3, 1] in "none" mode: compiled NaN, the interpreter and reference 0); backward_no_weight_h1_none_fp16 draws
+# it
 for _mode in ("llama", "gemma", "none"):
     tdiff.check(
         launch=launch_bwd, reference=reference_bwd, name=f"backward_no_weight_{_mode}",
-        dims={"H": tst.sides(1, 300)},
+        dims={"H": tst.sides(2, 300)},
         X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=tst.FLOATS, max_numel=2048),
         dY=tst.tensors(like="X"),
         W=None, offset=[0.0], casting_mode=[_mode], in_place=[True, False], max_examples=10,
     )(lib._rms_norm_backward_kernel)
+tdiff.check(
+    launch=launch_bwd, reference=reference_bwd, name="backward_no_weight_h1_none_fp16", dims={"H": tst.sides(1, 1)},
+    X=tst.tensors(shape=(tst.sides(1, 6), "H"), dtype=["float16"], max_numel=2048, values=_SMALL),
+    dY=tst.tensors(like="X", values=tst.values(-4, 4)),
+    W=None, offset=[0.0], casting_mode=["none"], in_place=[True, False], max_examples=10,
+    marks=[pytest.mark.xfail(condition=torch.cuda.is_available(), strict=True, reason=H1_FINDING)],
+)(lib._rms_norm_backward_kernel)
 
 
 def launch_block_bwd(kernel, dY, X, W, offset, casting_mode, in_place, any_rows=False):

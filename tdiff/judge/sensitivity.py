@@ -351,12 +351,12 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
         unit = (dtypes.dtype("float64") if dt.name == "float64" else dtypes.dtype("float32")).eps
         rounding = np.where(_only(flags, SCALE, flagged), LOADED_ROUNDINGS * unit * loaded, 0.0) \
             if not tol.exact else 0.0
-        within = flagged & _within(va, vb, tol, spread, sensitivity, path, cmp, rounding)
+        within = flagged & _within(va, vb, tol, spread, sensitivity, path, cmp, rounding, dt)
         # the elements only the float32 allowances pass (`ACCUMULATION`, the loaded inputs' rounding): a counted
         # caveat of their own
         wide = spread_in(sensitivity, path, dt, bad.shape, tol.exact, float32=False)
         assert wide is not None  # (measured wherever `spread` is)
-        by_float32 = within & ~_within(va, vb, tol, wide, sensitivity, path, cmp)
+        by_float32 = within & ~_within(va, vb, tol, wide, sensitivity, path, cmp, dt=dt)
         named = within & ~_only(flags, SCALE, within) & ~by_float32  # (within the problem's scale: no caveat)
         if named.any():
             j = _first(named)
@@ -417,22 +417,41 @@ def weigh(path: str, dt: dtypes.DType, va: np.ndarray, vb: np.ndarray, bad: np.n
     return bad & ~_any(flags, bad), 0, ""
 
 
+def saturated_distance(a: np.ndarray, b: np.ndarray, dt: dtypes.DType | None) -> np.ndarray:
+    """|a - b|; where one side is an infinity and the other a finite value of its sign, the least distance before
+    the rounding to `dt`: an infinity stands for a magnitude of at least `dt`'s overflow threshold, so a float16
+    -inf against -65504 is 16 apart, not infinitely (a value near the top of the range rounded over it on one side)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        d: np.ndarray = np.abs(a - b)
+        if dt is None or not dt.is_float:
+            return d
+        one = np.isinf(a) ^ np.isinf(b)
+        if not one.any():
+            return d
+        finite = np.where(np.isinf(a), b, a)
+        infinite = np.where(np.isinf(a), a, b)
+        same = one & np.isfinite(finite) & (np.sign(finite) == np.sign(infinite))
+        out: np.ndarray = np.where(same, np.maximum(dtypes.overflow_threshold(dt) - np.abs(finite), 0.0), d)
+        return out
+
+
 def _within(va: np.ndarray, vb: np.ndarray, tol: Tolerance, spread: np.ndarray, sensitivity: Sensitivity, path: str,
-            cmp: Comparison, rounding: np.ndarray | float = 0.0) -> np.ndarray:
+            cmp: Comparison, rounding: np.ndarray | float = 0.0, dt: dtypes.DType | None = None) -> np.ndarray:
     """The elements within the strict tolerance (plus `rounding`) plus `MARGIN` times `spread` of each other, or of
     the problem's own value (the float64 reference, unperturbed: a reference run in the case's precision rounds,
-    underflows and overflows on its own)."""
+    underflows and overflows on its own); an infinity of `dt` counted from its overflow threshold
+    (`saturated_distance`)."""
     with np.errstate(invalid="ignore", over="ignore"):
         strict = 0.0 if tol.exact else tol.atol + tol.rtol * np.minimum(np.abs(va), np.abs(vb)) + rounding
         # a flag marks where a difference may be legitimate, not by how much: the strict part, plus the spread
         margin = (1.0 if tol.exact else MARGIN) * spread
-        within = np.isinf(spread) | (np.abs(va - vb) <= strict + margin)
+        within = np.isinf(spread) | (saturated_distance(va, vb, dt) <= strict + margin)
         exact = fit(sensitivity.exact.get(path), within.shape)
         if exact is not None and not tol.exact:
             kernel = [v for v, side in ((va, cmp.a), (vb, cmp.b)) if not side.role.is_reference]
             near = np.ones(within.shape, bool)
             for v in kernel:
-                d = np.abs(v - exact)
+                d = saturated_distance(v, exact, dt)
                 near &= (d <= tol.atol + tol.rtol * np.minimum(np.abs(v), np.abs(exact)) + rounding + margin) | \
                     ((v == exact) | (np.isnan(v) & np.isnan(exact)))
             within |= near

@@ -387,25 +387,18 @@ class Zygote:
             _send(self.sock, {"preload": list(modules)})
 
     def fork(self, read_fd: int, write_fd: int, log_fd: int, env: dict[str, str], threads: int) -> Forked:
-        if self.refused:
-            raise OSError(self.refused)
-        _send(self.sock, {"env": env, "threads": threads, "cwd": os.getcwd()}, [read_fd, write_fd, log_fd])
-        while True:
-            message = self._next(None)
-            if message is None:
-                raise OSError("the zygote closed its socket")
-            if "refused" in message:
-                self.refused = str(message["refused"])
-                raise OSError(self.refused)
-            if "forked" in message:
-                return Forked(self, int(message["forked"]))
+        return self._ask({"env": env, "threads": threads, "cwd": os.getcwd()}, [read_fd, write_fd, log_fd])
 
     def start_script(self, argv: Sequence[str], cwd: str, env: dict[str, str], out_fd: int, err_fd: int) -> Forked:
         """Fork `python argv...` (see `run_script`); OSError where this zygote will not (its start-up environment
         differs from `env`'s, or it refuses to fork at all)."""
+        return self._ask({"argv": list(argv), "env": env, "cwd": cwd}, [out_fd, err_fd])
+
+    def _ask(self, request: dict, fds: list[int]) -> Forked:
+        """Send a fork request with its descriptors; the child it forked, or OSError with why it did not."""
         if self.refused:
             raise OSError(self.refused)
-        _send(self.sock, {"argv": list(argv), "env": env, "cwd": cwd}, [out_fd, err_fd])
+        _send(self.sock, request, fds)
         while True:
             message = self._next(None)
             if message is None:

@@ -199,9 +199,9 @@ def _import(name: str) -> None:
 
 
 def _refusal(kind: str) -> str:
-    """Why this zygote cannot fork workers ('' if it can): a GPU zygote whose CUDA is initialized."""
+    """Why this zygote cannot fork ('' if it can): a GPU or script zygote whose CUDA is initialized."""
     if kind in ("gpu", "script") and cuda_initialized():
-        return "CUDA is initialized in the GPU zygote, so its forks could not use the GPU"
+        return f"CUDA is initialized in the {kind} zygote, so its forks could not use the GPU"
     return ""
 
 

@@ -494,6 +494,36 @@ def test_the_first_float32_run_computes_the_case_itself_so_a_rounding_one_ulp_mo
     assert judged().failed
 
 
+def test_a_float32_runs_own_error_counts_where_the_inputs_move_cancels_it(monkeypatch):
+    # FlagGems' layer norm without affine on CPU (a random seed of the default profile): a constant row
+    # float32[1, 128] of -0.4733431. The exact result is 0, and torch's float32 mean of equal values is exact, so the
+    # case's own float32 run errs 0; the kernel's sum rounds its mean 3 ulps off, and (x - mean) * 316 is -2.8e-5.
+    # The float32 runs on inputs moved by one ulp round their mean onto a moved value, putting those elements back at
+    # 0: measured only against the case's exact result, the float32 computation erred 0 there. Against the float64
+    # result of its own moved inputs (`moved64`) it errs 7.8e-6 to 1.1e-5, a float32 computation's rounding
+    layer_norm = pytest.importorskip("suites.flaggems.layer_norm")
+    case = Case({"x": tensor_arg(torch.full((1, 128), -0.4733431)), "weight": None, "bias": None})
+    for j in range(sensitivity.MOVED64):
+        k = sensitivity.PERTURBATIONS + sensitivity.NATIVE + sensitivity.FAITHFUL + sensitivity.FLUSH + 1 + j
+        twin = sensitivity.moved64(k)
+        assert sensitivity.native(twin) and not sensitivity.native(k) and not sensitivity.unmoved(twin), (k, twin)
+        assert np.array_equal(sensitivity.perturbed_case(case, k).inputs["x"].storage,
+                              sensitivity.perturbed_case(case, twin).inputs["x"].storage)
+    (check,) = [c for c in layer_norm.L.layer_norm_persistent_kernel_multiline.__tdiff_checks__
+                if c.name == "no_affine"]
+    runner = tdiff.Runner(OPTS.with_(isolation="none"))
+
+    def judged():
+        return runner.judge(check).verdict(case)[0]
+
+    v = judged()
+    assert v.label == V.PASSED, text(v)
+    (note,) = [t for k, t in v.notes if k == "float32 computation"]
+    assert "-2.8273e-05 vs 0" in note, note
+    monkeypatch.setattr(sensitivity, "_own_errors", lambda case, runs: {})  # measured against the case's result only
+    assert judged().failed
+
+
 def test_a_faithful_tanh_moves_the_gradient_torch_computes_from_it(monkeypatch):
     # liger's soft-capped cross entropy on CPU (a soak seed): the target's gradient is 1 - t^2 of a saturated tanh
     # (x = 11, softcap 2.5: 6e-4), where one ulp of t is 1.5e-4 of the result. torch's float32 autograd errs 1e-7

@@ -14,7 +14,8 @@ measured on the case: the largest change of the check's reference, run in float6
 x becomes x * (1 +- u) (u the unit roundoff of that input's dtype, signs at random, `PERTURBATIONS` draws); and
 `ACCUMULATION` times the distance from the float64 result of the reference computed at float32 on the case's own
 inputs and on inputs moved by one ulp (`NATIVE` runs, the first unmoved; its own float64 arithmetic in float32:
-`reference:fp32`), the rounding any float32
+`reference:fp32`; a moved run's distance from the case's float64 result and from its own inputs' one, `MOVED64`),
+the rounding any float32
 computation of the problem carries where the problem itself is insensitive (the rounding of a LayerNorm's mean
 moves a row [a, a + d] by about u * |a| / d, although the exact result is +-1 whatever d). `MARGIN` times: each side
 may be off by it. For outputs compared exactly (indices, integers) the factor is 1: the kernel may give any value
@@ -67,6 +68,12 @@ FAITHFUL = 4
 #: as Triton's compiled libdevice calls give them (`reference:fp32:ftz`): for every output, once (a flushed subnormal
 #: is no rounding error to multiply)
 FLUSH = 1
+#: ... and, for each float32 run on moved inputs (every `NATIVE` run but the first), the float64 reference on those
+#: same inputs (`moved64`): a float32 computation's own error is its distance from the exact result of the inputs it
+#: computed, and measured only against the case's exact result the inputs' move may cancel it (a LayerNorm of a
+#: constant row, whose float32 mean is exact: inputs moved by one ulp each move the result by ulp/sqrt(eps), and the
+#: float32 run's mean rounding to a moved value puts the element back at the case's exact 0)
+MOVED64 = NATIVE - 1
 #: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
 #: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
 ACCUMULATION = 16.0
@@ -75,12 +82,18 @@ ACCUMULATION = 16.0
 def reruns() -> tuple[Rerun, ...]:
     """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..), then the
     reference at the case's precision on perturbed inputs (`native(k)`)."""
-    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + FAITHFUL + FLUSH + 1))
+    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + FAITHFUL + FLUSH + MOVED64 + 1))
 
 
 def native(k: int) -> bool:
     """Whether the k-th perturbed run is the reference at the case's own precision (else in float64)."""
-    return k > PERTURBATIONS
+    return PERTURBATIONS < k <= PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
+
+
+def moved64(k: int) -> int:
+    """The float32 run whose moved inputs the k-th perturbed run computes in float64 (`MOVED64`), else 0."""
+    first = PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
+    return PERTURBATIONS + 1 + k - first if k > first else 0
 
 
 def faithful(k: int) -> int:
@@ -92,7 +105,7 @@ def faithful(k: int) -> int:
 def flushed(k: int) -> bool:
     """Whether the k-th perturbed run flushes the math functions' subnormals (`FLUSH` runs at the case's
     precision, rounded to nearest)."""
-    return k > PERTURBATIONS + NATIVE + FAITHFUL
+    return PERTURBATIONS + NATIVE + FAITHFUL < k <= PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
 
 
 def measured(extra: Mapping[Rerun, Outcome]) -> bool:
@@ -230,8 +243,10 @@ def perturbed_case(case: Case, k: int) -> Case:
     for i, (name, value) in enumerate(case.inputs.items()):
         if isinstance(value, TensorArg) and value.dt.is_float:
             # (a faithful pair's two runs share their inputs, the first's: they round the same values opposite ways)
-            first = k - 1 if faithful(k) and faithful(k) % 2 == 0 else k
-            if not native(k):
+            first = k - 1 if faithful(k) and faithful(k) % 2 == 0 else moved64(k) or k
+            if moved64(k):
+                value = _nudge(value, first, i)
+            elif not native(k):
                 value = _perturb(value, k, i)
             elif not unmoved(k):
                 value = _nudge(value, first, i)
@@ -274,13 +289,15 @@ def measure(case: Case, extra: Mapping[Rerun, Outcome]) -> Sensitivity:
         return _spreads(case, [runs[0], *chosen], [own_precision] * len(chosen))
 
     at_precision = around_exact(lambda k: native(k) and not faithful(k) and not flushed(k))
+    own = _own_errors(case, runs)
     rounded = around_exact(faithful)
     flushes = around_exact(flushed)
-    for path, (r0, spread, reach) in around_exact(lambda k: not native(k), own_precision=False).items():
+    for path, (r0, spread, reach) in around_exact(lambda k: not native(k) and not moved64(k),
+                                                  own_precision=False).items():
         if path in at_precision:
             _, computed, reach32 = at_precision[path]
             reach = np.fmax(reach, reach32)
-            out.arithmetic[path] = computed
+            out.arithmetic[path] = np.maximum(computed, own[path]) if path in own else computed
         if path in rounded:
             out.faithful[path] = rounded[path][1]
         if path in flushes:
@@ -315,6 +332,20 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
     if dt.is_float and reach is not None:  # (measured with the spread, of its size: never None here)
         spread = np.where(reach >= dtypes.overflow_threshold(dt), np.inf, spread)
     return spread
+
+
+def _own_errors(case: Case, runs: Sequence[Outcome]) -> dict[str, np.ndarray]:
+    """Per target, the largest distance of a float32 run on moved inputs from the float64 reference on those same
+    inputs (`moved64`), where the float32 run is finite: that computation's own rounding error."""
+    out: dict[str, np.ndarray] = {}
+    by_k = dict(zip((r.k for r in reruns()), runs))
+    for k, exact in by_k.items():
+        twin = moved64(k)
+        if not twin:
+            continue
+        for path, (_, error, _) in _spreads(case, [exact, by_k[twin]], [True]).items():
+            out[path] = np.maximum(out[path], error) if path in out and out[path].shape == error.shape else error
+    return out
 
 
 def fit(values: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:

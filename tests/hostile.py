@@ -492,6 +492,25 @@ def rounds_by_dtype(x_ptr, out_ptr, n, OUT: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, (x * 3).to(OUT), mask=offs < n)
 
 
+# --- a launch that passes its input's own dtype (liger's RMSNorm `X_dtype`, used for casts): in the float64 run it
+# passes tl.float64, the same operations wider
+
+def _own_dtype_launch(kernel, x):
+    out = torch.empty_like(x)
+    own = {torch.float32: tl.float32, torch.float16: tl.float16, torch.float64: tl.float64}[x.dtype]
+    kernel[(1,)](x, out, x.numel(), OUT=own, BLOCK=triton.next_power_of_2(x.numel()))
+    return out
+
+
+@tdiff.check(launch=_own_dtype_launch, reference=lambda x: x * 3,
+             x=tst.tensors(shape=(tst.sides(1, 8),), dtype="float32", layouts=["contiguous"]))
+@triton.jit
+def casts_to_own_dtype(x_ptr, out_ptr, n, OUT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, (x * 3).to(OUT), mask=offs < n)
+
+
 # --- a result that does not fit the dtype (liger's KL divergence with log targets): exp overflows on the way and
 # inf - inf gives NaN where the float64 reference's result, cast to float32, is -inf
 

@@ -581,6 +581,8 @@ def test_the_float64_run_decides_nothing_when_the_launch_takes_another_path():
     assert not same and fp64 is None
     same, fp64 = exact(H.atomic_sum)
     assert same and fp64 is not None
+    same, fp64 = exact(H.casts_to_own_dtype)  # tl.float32, then tl.float64: its inputs' own dtype each time
+    assert same and fp64 is not None
 
 
 def test_a_known_divergence_entry_that_now_fails_otherwise_is_a_new_failure(tmp_path):

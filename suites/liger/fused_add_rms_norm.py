@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("liger_kernel")
 
 import torch  # noqa: E402
+import triton.language as tl  # noqa: E402
 from liger_kernel.ops import fused_add_rms_norm as lib  # noqa: E402
 from liger_kernel.ops.utils import calculate_settings, torch_to_triton_dtype  # noqa: E402
 
@@ -15,6 +16,9 @@ import tdiff  # noqa: E402
 from tdiff import strategies as tst  # noqa: E402
 
 CASTING = {"llama": 0, "gemma": 1, "none": -1}  # lib._str_to_casting_mode
+# liger's dtype map, and float64 for tdiff's float64 rerun of the kernel (the interpreter on upcast inputs: the same
+# operations, none out of range), which tells an intermediate overflow in float16 (a finding) from a wrong formula
+TRITON_DTYPE = {**torch_to_triton_dtype, torch.float64: tl.float64}
 NONE_FP16_FINDING = ("casting_mode='none' sums the squares in float16: a row whose sum reaches 65504 gets "
                      "rstd 0 and an all-zero output")
 SHAPE = (tst.sides(1, 6), "H")
@@ -116,7 +120,7 @@ def launch_bwd(kernel, dY, dS_out, S, W, offset, casting_mode, in_place):
     rows_per_program = math.ceil(n_rows / sm_count)
     dX = dY if in_place else torch.empty_like(dY)
     kernel[(sm_count,)](dY, dY.stride(0), dS_out, dS_out.stride(0), dX, dX.stride(0), S, S.stride(0),
-                        torch_to_triton_dtype[S.dtype], W, W.stride(0), RSTD, RSTD.stride(0), _dW, _dW.stride(0),
+                        TRITON_DTYPE[S.dtype], W, W.stride(0), RSTD, RSTD.stride(0), _dW, _dW.stride(0),
                         n_rows, n_cols, offset, rows_per_program, mode, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps,
                         num_stages=2, has_dS_out=True, COMPUTE_DW=True)
     return dX.view(*shape), _dW.sum(dim=0).to(W.dtype)

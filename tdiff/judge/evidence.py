@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from ..core import dtypes
 from ..core.backend_spec import COMPILE_ONLY, Role
 from ..core.case import Case
 from ..core.outcome import Outcome
@@ -98,7 +99,8 @@ def _reordered_or_upcast(o: Outcome) -> bool:
 
 def same_path(run: Outcome, fp64: Outcome) -> bool:
     """Whether the float64 run launched what the run did: the same kernels, grids, options and
-    arguments other than tensor dtypes and floats. A `launch` that picks a path by dtype (liger's
+    arguments other than tensor dtypes and floats, and a dtype argument naming the launch's own tensors' dtype
+    in both (liger's RMSNorm passes `X_dtype` for its casts). A `launch` that picks a path by dtype (liger's
     group norm passes tl.bfloat16 for every input that is not float32) makes the float64 run
     another computation, which decides nothing about this one."""
     if len(run.launches) != len(fp64.launches):
@@ -107,20 +109,40 @@ def same_path(run: Outcome, fp64: Outcome) -> bool:
         if (a.kernel, a.grid, a.config, len(a.args), sorted(a.kwargs)) != \
                 (b.kernel, b.grid, b.config, len(b.args), sorted(b.kwargs)):
             return False
-        if [_path_part(x) for x in a.args] != [_path_part(y) for y in b.args] or \
-                any(_path_part(a.kwargs[k]) != _path_part(b.kwargs[k]) for k in a.kwargs):
+        own_a, own_b = _tensor_dtypes(a.args, a.kwargs), _tensor_dtypes(b.args, b.kwargs)
+        if [_path_part(x, own_a) for x in a.args] != [_path_part(y, own_b) for y in b.args] or \
+                any(_path_part(a.kwargs[k], own_a) != _path_part(b.kwargs[k], own_b) for k in a.kwargs):
             return False
     return True
 
 
-def _path_part(d: dict[str, Any]) -> Any:
+def _tensor_dtypes(args: list[dict[str, Any]], kwargs: dict[str, dict[str, Any]]) -> set[str]:
+    """The dtypes of a launch's tensor arguments."""
+    return {str(d["dtype"]) for d in [*args, *kwargs.values()] if d.get("kind") in ("input", "tensor")
+            and "dtype" in d}
+
+
+def _dtype_named(d: dict[str, Any]) -> str | None:
+    """The dtype a described argument names (a torch dtype, or a Triton one, described by its repr), else None."""
+    value = d.get("value")
+    if not isinstance(value, str) or d.get("kind") not in ("dtype", "opaque"):
+        return None
+    try:
+        return dtypes.dtype(value.removeprefix("triton.language.")).name
+    except dtypes.UnsupportedDType:
+        return None
+
+
+def _path_part(d: dict[str, Any], own: set[str]) -> Any:
     kind = d.get("kind")
     if kind in ("input", "tensor"):
         return "tensor", tuple(d.get("shape", ())), tuple(d.get("strides", ()))
     if kind == "float":
         return "float"
+    if _dtype_named(d) in own:
+        return "the launch's own dtype"
     if kind == "tuple":
-        return "tuple", tuple(_path_part(i) for i in d.get("items", []))
+        return "tuple", tuple(_path_part(i, own) for i in d.get("items", []))
     return kind, d.get("value")
 
 

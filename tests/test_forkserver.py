@@ -211,6 +211,16 @@ def test_a_fork_starts_with_the_zygotes_imports_out_of_the_collectors_scans(tmp_
     assert frozen > 100_000 and int(fresh.stdout) == 0, (frozen, fresh.stdout)
 
 
+def test_a_worker_freezes_the_objects_of_what_a_case_imported():
+    # a GPU worker imports its checks' modules on its first case (its zygote preloads none): frozen after that case
+    code = ("import gc, sys\nfrom tdiff.execute import worker_main as w\n"
+            "n = len(sys.modules); w._freeze_imports(n); before = gc.get_freeze_count()\n"
+            "import xml.dom.minidom\nw._freeze_imports(n); print(before, gc.get_freeze_count())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    before, after = map(int, out.stdout.split())
+    assert before == 0 and after > 1000, out
+
+
 @pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
 def test_workers_that_could_not_be_forked_are_counted_and_shown(monkeypatch):
     """A zygote that cannot fork costs time, not results: the workers start as fresh interpreters, and the check's

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import os
 import sys
 from multiprocessing.connection import Connection
@@ -38,6 +39,7 @@ def serve(conn_in: Connection, conn_out: Connection) -> None:
     from .workers import Ahead, spin_until_readable
 
     _warm_up()
+    gc.freeze()  # (what the imports made lives for the process: out of the collector's scans; see `_freeze_imports`)
     spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.execute.workers.spin_seconds
     environment = ""
     if os.environ.get("TDIFF_OTHER_ENV"):  # another environment's worker: its outcomes name its versions
@@ -60,13 +62,24 @@ def serve(conn_in: Connection, conn_out: Connection) -> None:
             if _ahead(job, conn_in, conn_out) is None:
                 return
             continue
+        modules = len(sys.modules)
         outcome, healthy = run_case(job.target, job.spec, job.case)
+        _freeze_imports(modules)
         outcome.environment = environment
         sys.stdout.flush()
         sys.stderr.flush()
         conn_out.send_bytes(wire.dumps((outcome, healthy)))
         if not healthy:
             return
+
+
+def _freeze_imports(modules: int) -> None:
+    """After a case that imported modules (a GPU worker imports its checks' modules itself: liger-kernel's chain is
+    some 200,000 objects), move every object out of the collector's scans (`gc.freeze`), as the zygote does before
+    it forks: each collection would otherwise scan them all again. What that case left for the collector is kept
+    too, once per module imported."""
+    if len(sys.modules) > modules:
+        gc.freeze()
 
 
 def _ahead(job: Any, conn_in: Connection, conn_out: Connection) -> Any:

@@ -493,7 +493,7 @@ def rounds_by_dtype(x_ptr, out_ptr, n, OUT: tl.constexpr, BLOCK: tl.constexpr):
 
 
 # --- a launch that passes its input's own dtype (liger's RMSNorm `X_dtype`, used for casts): in the float64 run it
-# passes tl.float64, the same operations wider
+# passes tl.float64, the same operations wider (the kernel above, declared again)
 
 def _own_dtype_launch(kernel, x):
     out = torch.empty_like(x)
@@ -502,13 +502,8 @@ def _own_dtype_launch(kernel, x):
     return out
 
 
-@tdiff.check(launch=_own_dtype_launch, reference=lambda x: x * 3,
-             x=tst.tensors(shape=(tst.sides(1, 8),), dtype="float32", layouts=["contiguous"]))
-@triton.jit
-def casts_to_own_dtype(x_ptr, out_ptr, n, OUT: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n)
-    tl.store(out_ptr + offs, (x * 3).to(OUT), mask=offs < n)
+tdiff.check(name="own_dtype", launch=_own_dtype_launch, reference=lambda x: x * 3,
+            x=tst.tensors(shape=(tst.sides(1, 8),), dtype="float32", layouts=["contiguous"]))(rounds_by_dtype)
 
 
 # --- a result that does not fit the dtype (liger's KL divergence with log targets): exp overflows on the way and

@@ -457,7 +457,6 @@ def test_a_value_stored_after_a_branch_on_a_near_tie_is_measured_and_fails_witho
     assert v.failed, text(v)
 
 
-
 def test_the_first_float32_run_computes_the_case_itself_so_a_rounding_one_ulp_moves_is_measured(monkeypatch):
     # liger's sparsemax forward on an H200 (a soak seed): a row [-31.457811, -2^23] keeps one value, tau = x0 - 1
     # rounds to even in float32 (x0 - 1 crosses into [32, 64)), and y = x0 - tau is 1 - 2^-19 where the float64

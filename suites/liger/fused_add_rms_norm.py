@@ -8,17 +8,15 @@ import pytest
 pytest.importorskip("liger_kernel")
 
 import torch  # noqa: E402
-import triton.language as tl  # noqa: E402
 from liger_kernel.ops import fused_add_rms_norm as lib  # noqa: E402
-from liger_kernel.ops.utils import calculate_settings, torch_to_triton_dtype  # noqa: E402
+from liger_kernel.ops.utils import calculate_settings  # noqa: E402
 
 import tdiff  # noqa: E402
 from tdiff import strategies as tst  # noqa: E402
 
+from ._dtypes import TRITON_DTYPE  # noqa: E402
+
 CASTING = {"llama": 0, "gemma": 1, "none": -1}  # lib._str_to_casting_mode
-# liger's dtype map, and float64 for tdiff's float64 rerun of the kernel (the interpreter on upcast inputs: the same
-# operations, none out of range), which tells an intermediate overflow in float16 (a finding) from a wrong formula
-TRITON_DTYPE = {**torch_to_triton_dtype, torch.float64: tl.float64}
 NONE_FP16_FINDING = ("casting_mode='none' sums the squares in float16: a row whose sum reaches 65504 gets "
                      "rstd 0 and an all-zero output")
 SHAPE = (tst.sides(1, 6), "H")

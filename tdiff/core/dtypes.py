@@ -107,6 +107,15 @@ class UnsupportedDType(ValueError):
     """A dtype tdiff cannot draw or compare."""
 
 
+#: how a launch record describes a Triton dtype argument it keeps only by its repr (`triton.language.float16`)
+TRITON_REPR = "triton.language."
+
+
+def triton_dtype_named(text: str) -> str | None:
+    """The `triton.language` attribute a launch record's repr of a Triton dtype names (`float16`), else None."""
+    return text[len(TRITON_REPR):] if text.startswith(TRITON_REPR) else None
+
+
 def overflow_threshold(dt: DType) -> float:
     """The smallest magnitude that rounds to infinity in the floating dtype `dt` (round to nearest): its largest
     finite value plus half an ulp there."""

@@ -128,7 +128,7 @@ def _dtype_named(d: dict[str, Any]) -> str | None:
     if not isinstance(value, str) or d.get("kind") not in ("dtype", "opaque"):
         return None
     try:
-        return dtypes.dtype(value.removeprefix("triton.language.")).name
+        return dtypes.dtype(dtypes.triton_dtype_named(value) or value).name
     except dtypes.UnsupportedDType:
         return None
 

@@ -74,6 +74,8 @@ FLUSH = 1
 #: constant row, whose float32 mean is exact: inputs moved by one ulp each move the result by ulp/sqrt(eps), and the
 #: float32 run's mean rounding to a moved value puts the element back at the case's exact 0)
 MOVED64 = NATIVE - 1
+#: the last run at the case's own precision (`NATIVE`, `FAITHFUL`, `FLUSH`); the `MOVED64` runs follow it
+_AT_PRECISION = PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
 #: how many times PyTorch's float32 error a correct kernel's float32 arithmetic may show: another summation order
 #: (sequential, a tree over the block) errs a few times more or less than PyTorch's pairwise and vectorised sums
 ACCUMULATION = 16.0
@@ -82,18 +84,17 @@ ACCUMULATION = 16.0
 def reruns() -> tuple[Rerun, ...]:
     """The reruns a measurement needs: the float64 reference unperturbed (k=0) and perturbed (k=1..), then the
     reference at the case's precision on perturbed inputs (`native(k)`)."""
-    return tuple(Rerun(PERTURBED, k=k) for k in range(PERTURBATIONS + NATIVE + FAITHFUL + FLUSH + MOVED64 + 1))
+    return tuple(Rerun(PERTURBED, k=k) for k in range(_AT_PRECISION + MOVED64 + 1))
 
 
 def native(k: int) -> bool:
     """Whether the k-th perturbed run is the reference at the case's own precision (else in float64)."""
-    return PERTURBATIONS < k <= PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
+    return PERTURBATIONS < k <= _AT_PRECISION
 
 
 def moved64(k: int) -> int:
     """The float32 run whose moved inputs the k-th perturbed run computes in float64 (`MOVED64`), else 0."""
-    first = PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
-    return PERTURBATIONS + 1 + k - first if k > first else 0
+    return PERTURBATIONS + 1 + k - _AT_PRECISION if k > _AT_PRECISION else 0
 
 
 def faithful(k: int) -> int:
@@ -105,7 +106,7 @@ def faithful(k: int) -> int:
 def flushed(k: int) -> bool:
     """Whether the k-th perturbed run flushes the math functions' subnormals (`FLUSH` runs at the case's
     precision, rounded to nearest)."""
-    return PERTURBATIONS + NATIVE + FAITHFUL < k <= PERTURBATIONS + NATIVE + FAITHFUL + FLUSH
+    return PERTURBATIONS + NATIVE + FAITHFUL < k <= _AT_PRECISION
 
 
 def measured(extra: Mapping[Rerun, Outcome]) -> bool:
@@ -237,16 +238,15 @@ def unmoved(k: int) -> bool:
 def perturbed_case(case: Case, k: int) -> Case:
     """The case with every floating tensor input perturbed by one rounding at its own precision (k>0): in float64
     for the reference's float64 run `Rerun(PERTURBED, k=k)`, or, for `native(k)`, by one ulp in its own dtype for
-    the reference's run at the case's precision (the first such run unmoved: the case itself computed in float32).
-    Other inputs (integers, scalars) are unchanged."""
+    the reference's run at the case's precision (the first such run unmoved: the case itself computed in float32),
+    and, for `moved64(k)`, that run's moved inputs, for the reference's float64 run on them. Other inputs (integers,
+    scalars) are unchanged."""
     inputs = {}
     for i, (name, value) in enumerate(case.inputs.items()):
         if isinstance(value, TensorArg) and value.dt.is_float:
             # (a faithful pair's two runs share their inputs, the first's: they round the same values opposite ways)
             first = k - 1 if faithful(k) and faithful(k) % 2 == 0 else moved64(k) or k
-            if moved64(k):
-                value = _nudge(value, first, i)
-            elif not native(k):
+            if not native(k) and not moved64(k):
                 value = _perturb(value, k, i)
             elif not unmoved(k):
                 value = _nudge(value, first, i)
@@ -336,15 +336,13 @@ def spread_in(sensitivity: Sensitivity | None, path: str, dt: dtypes.DType, shap
 
 def _own_errors(case: Case, runs: Sequence[Outcome]) -> dict[str, np.ndarray]:
     """Per target, the largest distance of a float32 run on moved inputs from the float64 reference on those same
-    inputs (`moved64`), where the float32 run is finite: that computation's own rounding error."""
+    inputs (`moved64`), where the float32 run is finite: that computation's own rounding error. `runs`: the
+    outcomes of `reruns()`, in its order (the k-th at index k)."""
     out: dict[str, np.ndarray] = {}
-    by_k = dict(zip((r.k for r in reruns()), runs))
-    for k, exact in by_k.items():
-        twin = moved64(k)
-        if not twin:
-            continue
-        for path, (_, error, _) in _spreads(case, [exact, by_k[twin]], [True]).items():
-            out[path] = np.maximum(out[path], error) if path in out and out[path].shape == error.shape else error
+    for r, exact in zip(reruns(), runs):
+        if moved64(r.k):
+            for path, (_, error, _) in _spreads(case, [exact, runs[moved64(r.k)]], [True]).items():
+                out[path] = np.maximum(out[path], error) if path in out else error
     return out
 
 

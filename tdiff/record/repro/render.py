@@ -92,10 +92,9 @@ def _opaque(a: dict[str, Any], what: str) -> dict[str, Any]:
     """A launch argument recorded only by its repr, as the reproducer can rebuild it: a Triton dtype
     (`dtype=tl.float32`, e.g. liger's group norm backward) or a `tl.constexpr` of a literal."""
     text = str(a.get("value", ""))
-    if text.startswith("triton.language."):
-        name = text[len("triton.language."):]
-        if isinstance(getattr(tl, name, None), tl.dtype):
-            return {"kind": "tl_dtype", "value": name}
+    name = dtypes.triton_dtype_named(text)
+    if name is not None and isinstance(getattr(tl, name, None), tl.dtype):
+        return {"kind": "tl_dtype", "value": name}
     if text.startswith("constexpr[") and text.endswith("]"):
         try:
             return {"kind": "scalar", "value": ast.literal_eval(text[len("constexpr["):-1])}

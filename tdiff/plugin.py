@@ -75,10 +75,13 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    from .pytest_plugin.items import collects_as_module
+    from .pytest_plugin.items import collects_as_module, module_name
 
-    if session_of(parent.config) is None or not collects_as_module(parent.config, file_path):
+    state = session_of(parent.config)
+    if state is None or not collects_as_module(parent.config, file_path):
         return None
+    # (its name, as pytest will import it, before it does: the zygote imports it while this process does)
+    state.preload([name for name in [module_name(parent.config, file_path)] if name])
     return TdiffModule.from_parent(parent, path=file_path)
 
 
@@ -86,10 +89,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_make_collect_report(collector: pytest.Collector) -> Any:
     """A test module's items, plus an item for each check the module declares, once."""
     outcome = yield
-    if session_of(collector.config) is not None:
+    state = session_of(collector.config)
+    if state is not None:
         from .pytest_plugin.items import add_declared_checks
 
-        add_declared_checks(collector, outcome.get_result())
+        report = outcome.get_result()
+        add_declared_checks(collector, report)
+        # (each module's checks as soon as it is collected: the zygote imports it while collection goes on)
+        state.preload([it.stash[CHECK_KEY].module for it in report.result if CHECK_KEY in it.stash])
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -105,7 +112,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         ordering.keep_shard(config, items, lambda it: CHECK_KEY not in it.stash or in_shard(it.stash[CHECK_KEY].id,
                                                                                                shard))
     ordering.slowest_first(config, items, lambda it: isinstance(it, TdiffItem))
-    state.preload([it.stash[CHECK_KEY].module for it in items if CHECK_KEY in it.stash])
+    state.collected([it.stash[CHECK_KEY].module for it in items if CHECK_KEY in it.stash])
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -76,6 +76,29 @@ def test_each_lane_forks_from_the_zygote_of_its_kind(pool):
     assert all(pool.worker(lane).forks == forkserver.enabled() for lane in ("gpu", "compile0", "cpu", "ref"))
 
 
+@pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
+def test_after_collection_the_lanes_that_see_the_gpu_fork_at_once_the_others_on_their_first_case(pool):
+    # (the GPU zygote imports no check's module: its workers need not wait for the first case to set up CUDA)
+    pool.start_gpu_lanes(["cpu", "gpu", "ref", "compile0"])
+    for lane in ("gpu", "compile0"):
+        assert pool.worker(lane).alive and isinstance(pool.worker(lane).proc, forkserver.Forked)
+    assert not pool.worker("cpu").alive and not pool.worker("ref").alive
+
+
+def test_a_test_process_warms_the_compile_workers_its_checks_will_use_on_a_gpu_only():
+    from tdiff.core.backend_spec import BackendSpec, default_backends
+    from tdiff.execute import ahead
+    from tdiff.pytest_plugin.session import lanes_to_warm
+
+    assert lanes_to_warm(default_backends(False), None, gpu=False) == ["cpu", "ref"]
+    n = ahead.auto_workers()
+    assert lanes_to_warm(default_backends(True), None, gpu=True) == ["cpu", "gpu", "ref", *ahead.lanes(n)]
+    assert lanes_to_warm(default_backends(True), 2, gpu=True)[-2:] == ["compile0", "compile1"]
+    assert lanes_to_warm(default_backends(True), 0, gpu=True) == ["cpu", "gpu", "ref"]  # (compile-ahead off)
+    variant = [BackendSpec.parse("compiled[num_warps=2]"), BackendSpec.parse("interpreter")]
+    assert lanes_to_warm(variant, None, gpu=True) == ["cpu", "gpu", "ref"]  # (no compile worker serves a variant)
+
+
 # a test process of a run: forks a worker from the host's zygote and says where it came from
 _TEST_PROCESS = """
 import json, sys, time

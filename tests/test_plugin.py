@@ -101,6 +101,23 @@ def test_failing_check_fails_its_item_with_the_report_and_junit_properties(proje
     assert "replayed from corpus entry" in again.stdout.str()
 
 
+def test_each_module_of_checks_goes_to_the_zygotes_as_soon_as_it_is_collected(pytester, monkeypatch):
+    # the zygote imports a module while collection goes on, not after it: a module's name reaches it before this
+    # process imports the module (pytest's own name for it), and the names of the checks' modules after collection
+    from tdiff.execute import forkserver
+
+    events: list = []
+    monkeypatch.setattr(forkserver, "preload", lambda modules: events.append(("preload", tuple(modules))))
+    monkeypatch.setattr(forkserver, "_collect_events", events, raising=False)
+    kernel_project(pytester, KERNELS + "\nfrom tdiff.execute import forkserver\nforkserver._collect_events.append("
+                   "('import', __name__))\n", tdiff_isolation="process")
+    pytester.path.joinpath("kernels", "first.py").write_text(KERNELS)  # (collected before ops.py)
+    result = pytester.runpytest_inprocess("--tdiff", "--collect-only", "-q")
+    assert "kernels/first.py::twice[tdiff]" in result.stdout.str()
+    assert events.index(("preload", ("kernels.ops",))) < events.index(("import", "kernels.ops")), events
+    assert events[-1] == ("preload", ("kernels.first", "kernels.ops")), events  # (and all of them at the end)
+
+
 def test_options_from_ini_and_command_line(project):
     result = project.runpytest_inprocess("--tdiff", "-k", "twice", "-v", "--tdiff-examples", "7")
     result.stdout.fnmatch_lines(["*twice?tdiff? PASSED (7 cases*"])

@@ -1,4 +1,4 @@
-"""The snippets of FINDINGS.md liger 14, 15, 16, 17 and of the layer_norm observation (FlagGems), run on the
+"""The snippets of FINDINGS.md liger 14, 15, 16, 17, 33 and of the layer_norm observation (FlagGems), run on the
 compiled kernels (needs a CUDA GPU).
 
 Each prints the library's result beside the reference's; the finding holds where they differ as FINDINGS.md says.
@@ -61,6 +61,19 @@ def liger_17() -> None:
           "holds:", bool(torch.isnan(X.grad).any() and torch.isfinite(two.grad).all()))
 
 
+def liger_33() -> None:
+    """FINDINGS.md liger 33: casting_mode "none", no weight, float16: `rstd * dY` overflows where dX fits."""
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+    x = torch.tensor([[0.0, 0.8218]], dtype=torch.float16, device="cuda", requires_grad=True)
+    dy = torch.tensor([[0.0, 65504.0]], dtype=torch.float16, device="cuda")
+    LigerRMSNormFunction.apply(x, None, 1e-6, 0.0, "none", False).backward(dy)
+    xd = x.detach().double().requires_grad_()
+    (xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + 1e-6)).backward(dy.double())
+    print("liger 33: dX", x.grad.flatten().tolist(), "float64 autograd", xd.grad.flatten().tolist(),
+          "holds:", bool(torch.isinf(x.grad).any() and torch.isfinite(xd.grad).all()))
+
+
 def layer_norm_observation() -> None:
     import flag_gems
 
@@ -77,7 +90,7 @@ def layer_norm_observation() -> None:
 
 
 if __name__ == "__main__":
-    for f in (liger_14, liger_15, liger_16, liger_17, layer_norm_observation):
+    for f in (liger_14, liger_15, liger_16, liger_17, liger_33, layer_norm_observation):
         try:
             f()
         except Exception as exc:  # noqa: BLE001  one snippet failing does not hide the others

@@ -209,6 +209,8 @@ step_where() {  # the main job on a fresh Triton cache (as a fresh machine runs 
         rc=$?; times > "$OUT/times_$tag.txt"; exit $rc)
     local rc=$?
     kill $vm
+    # (a red run's reproducers and corpus entries: the machine and its run directory go with the session)
+    [ $rc -ne 0 ] && tar -czf "$OUT/red_$tag.tgz" -C "$dir/.tdiff" repro corpus 2>/dev/null
     summary "main job $tag (fresh cache): exit $rc, $((SECONDS - t0)) s; $(tail -1 "$OUT/where_$tag.txt")"
     summary "CPU time of the run's waited-for processes (user, system): $(tail -1 "$OUT/times_$tag.txt")"
     $PY -m bench.speed.launcher_cost --cache "$TRITON_CACHE_DIR" > "$OUT/launchers_$tag.txt" 2>&1

@@ -95,6 +95,13 @@ class BackendSpec:
     # another Python environment (`interpreter@/venv/bin/python`): its worker runs this backend there
     python: str | None = None
 
+    @property
+    def plain_compiled(self) -> bool:
+        """A compiled opinion of the case's own launches, in this environment: what compile workers compile ahead
+        (a stage or IR variant compiles its own way; launch options or a config change the specializations)."""
+        return (self.kind == "compiled" and not self.stage and not self.ir and self.python is None and not self.launch
+                and self.config is None)
+
     @classmethod
     def parse(cls, text: str | BackendSpec) -> BackendSpec:
         if isinstance(text, BackendSpec):

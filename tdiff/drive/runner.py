@@ -193,10 +193,9 @@ class Runner:
         n = self.options.compile_ahead
         if n == 0 or not isinstance(self.executor, Pool) or not gpu_available():
             return 0
-        if not any(s.kind == "compiled" and not s.stage and not s.ir and s.python is None and not s.launch
-                   and s.config is None for s in judge.opinions.backends):
+        if not any(s.plain_compiled for s in judge.opinions.backends):
             return 0  # (a compile worker compiles the case's own launches: a variant's would go unused)
-        return ahead.auto_workers() if n is None else n
+        return ahead.workers(n)
 
     def compile_ahead(self, judge: CaseJudge, n: int, done: dict[str, Any]) -> Ahead:
         """What the search calls with its planned cases: start `n` compile workers on them; it returns what the

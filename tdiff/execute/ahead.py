@@ -30,6 +30,11 @@ def auto_workers() -> int:
     return max(1, min(MAX_WORKERS, (cores - 2 * xdist) // xdist))
 
 
+def workers(option: int | None) -> int:
+    """Compile workers per check for `--tdiff-compile-ahead` (None: `auto_workers`)."""
+    return auto_workers() if option is None else option
+
+
 def lanes(n: int) -> list[Lane]:
     return [Lane(f"compile{i}") for i in range(n)]
 

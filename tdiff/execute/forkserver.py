@@ -3,8 +3,8 @@
 A worker started as a fresh interpreter imports torch, Triton and tdiff and, on its first case, the module that
 declares the check (liger-kernel's import chain alone takes seconds): every worker, and every restart after a crash
 or a hang, pays it again. Here workers fork from a zygote instead: a fresh interpreter that imports `PRELOAD` once,
-then the modules of the checks the run collected (`preload`, sent after collection), and forks a worker for each
-request (`fork`). There are two kinds:
+then the modules of the checks the run collects (`preload`, each sent as soon as it is collected, so the zygote
+imports it while collection goes on), and forks a worker for each request (`fork`). There are two kinds:
 
 - `cpu`, for the lanes that use no GPU (`cpu`, `ref`): started with CUDA hidden (`CUDA_VISIBLE_DEVICES=""`, as those
   lanes always have it).

@@ -274,13 +274,22 @@ class Pool:
         return w
 
     def warm(self, lanes: Sequence[str]) -> None:
-        """Start workers early so their imports overlap with other work; for lanes forked from the zygote, the
-        zygote (they fork when their first case comes, once it has imported the run's checks' modules)."""
+        """Start workers early so their imports overlap with other work; for lanes forked from a zygote, the
+        zygote (a CPU lane forks on its first case, once its zygote has imported the run's checks' modules; a GPU
+        lane, whose zygote imports none of them, once collection is over: `start_gpu_lanes`)."""
         for lane in lanes:
             w = self.worker(lane)
             if w.forks:
                 forkserver.zygote(w.zygote_kind, w.env)
             elif not w.alive:
+                w.start()
+
+    def start_gpu_lanes(self, lanes: Sequence[str]) -> None:
+        """Fork now the workers of `lanes` that fork from the GPU zygote: it imports no check's module, so nothing
+        is gained by waiting for the first case, and their CUDA set-up overlaps with the other zygote's imports."""
+        for lane in lanes:
+            w = self.worker(lane)
+            if w.forks and w.zygote_kind == "gpu" and not w.alive:
                 w.start()
 
     def run_many(self, jobs: Sequence[Job], timeout: float) -> list[Outcome]:

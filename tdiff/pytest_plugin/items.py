@@ -149,6 +149,23 @@ def collects_as_module(config: pytest.Config, path: Path) -> bool:
     return _in_tdiff_paths(config, path) and not _is_test_module(config, path)
 
 
+def module_name(config: pytest.Config, path: Path) -> str | None:
+    """The name pytest will import a module file under, found as pytest finds it (`--import-mode` prepend or
+    append); None where it cannot be told before the import (importlib mode, another pytest)."""
+    if str(config.getoption("importmode", "prepend")) == "importlib":
+        return None
+    try:
+        from _pytest.pathlib import CouldNotResolvePathError, resolve_pkg_root_and_module_name
+
+        namespaces = bool(config.getini("consider_namespace_packages"))
+        try:
+            return resolve_pkg_root_and_module_name(path, consider_namespace_packages=namespaces)[1]
+        except CouldNotResolvePathError:  # (no package: pytest imports the file by its stem, its folder on the path)
+            return path.stem
+    except Exception:  # noqa: BLE001  (another pytest: the module is named once it is imported)
+        return None
+
+
 def add_declared_checks(collector: pytest.Collector, report: pytest.CollectReport) -> None:
     """Add to a test module's collected items an item for each check the module declares (on its own
     kernels or on kernels imported from elsewhere, bound to a name or not)."""

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from ..core.backend_spec import BackendSpec, Lane
 from ..record.check_record import CheckRecord
 
 SESSION_KEY = pytest.StashKey["TdiffSession"]()
@@ -63,6 +65,7 @@ class TdiffSession:
         from .progress import Progress
 
         self.config = config
+        self.warm_lanes: list[Lane] = []  # (the lanes `warm` started for, in a test process)
         worker = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
         self.xdist_worker = int(worker.group(1)) if worker else None
         self.fuzz = bool(config.getoption("tdiff_fuzz_targets"))
@@ -140,7 +143,6 @@ class TdiffSession:
         from ..execute.gpus import device_count
 
         backends = self.options.backends or default_backends(device_count() > 0)
-        lanes = sorted({b.lane for b in backends} | {"ref"})
         if not hasattr(self.config, "workerinput"):  # the process pytest started: the host's zygotes, for every
             # test process of the run (xdist's workers start after this and inherit where they listen)
             forkserver.host_start(["cpu", "gpu"] if any(b.lane.sees_gpu for b in backends) else ["cpu"])
@@ -149,7 +151,18 @@ class TdiffSession:
         from ..execute.workers import shared_pool
 
         self.pin()
-        shared_pool(self.options.gpu).warm(lanes)
+        self.warm_lanes = lanes_to_warm(backends, self.options.compile_ahead, device_count() > 0)
+        shared_pool(self.options.gpu).warm(self.warm_lanes)
+
+    def collected(self, modules: list[str]) -> None:
+        """Collection is over: the zygotes get the modules of the checks this process runs (`preload`), and the
+        lanes that see the GPU fork now (their zygote imports no check's module, so they need not wait for those):
+        their CUDA set-up overlaps with the other zygote's imports instead of delaying the first case."""
+        self.preload(modules)
+        if modules and self.warm_lanes and not self.config.option.collectonly:
+            from ..execute.workers import shared_pool
+
+            shared_pool(self.options.gpu).start_gpu_lanes(self.warm_lanes)
 
     def preload(self, modules: list[str]) -> None:
         """The modules that declare the checks this process runs: the workers' zygote imports them once, for every
@@ -209,3 +222,14 @@ def _rel(path: Any, config: pytest.Config) -> str:
         return os.path.relpath(str(path), str(config.invocation_params.dir))
     except ValueError:  # pragma: no cover (another drive)
         return str(path)
+
+
+def lanes_to_warm(backends: Sequence[BackendSpec], compile_ahead: int | None, gpu: bool) -> list[Lane]:
+    """The lanes a test process starts early: its opinions' and the reference's, and on a GPU the compile workers
+    its checks will use (`drive.runner.ahead_workers`)."""
+    from ..execute import ahead
+
+    lanes = sorted({b.lane for b in backends} | {Lane("ref")})
+    if gpu and compile_ahead != 0 and any(b.plain_compiled for b in backends):
+        lanes += ahead.lanes(ahead.workers(compile_ahead))
+    return lanes

@@ -80,8 +80,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     state = session_of(parent.config)
     if state is None or not collects_as_module(parent.config, file_path):
         return None
-    # (its name, as pytest will import it, before it does: the zygote imports it while this process does)
-    state.preload([name for name in [module_name(parent.config, file_path)] if name])
+    name = module_name(parent.config, file_path)
+    if name:  # (as pytest will import it, before it does: the zygote imports it while this process does)
+        state.preload([name])
     return TdiffModule.from_parent(parent, path=file_path)
 
 

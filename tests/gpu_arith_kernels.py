@@ -102,6 +102,13 @@ def centred(x, w):
 ROW = dict(x=tst.tensors(shape=(127,), dtype="float32"), w=tst.tensors(shape=(127,), dtype="float32"))
 tdiff.check(launch=_centred, reference=centred, name="compiled",
             backends=("interpreter", "tests.faulty:FakeCompiledGpuOther"), **ROW)(centred_times)
+tdiff.check(launch=_centred, reference=centred, name="gpu", backends=("interpreter", "tests.faulty:FakeCompiledGpu"),
+            **ROW)(centred_times)
+
+#: a row of five whose float32 sum is the same in every order, whose mean the GPU's `div.full.f32` (x * (1/5))
+#: rounds onto its first element where IEEE's x / 5 rounds one ulp below: times an infinite weight, NaN against inf
+#: (FlagGems' LayerNorm on an H200 gave that NaN at a random seed)
+DIV_FULL_ROW = [1.809853434562683, 1.809853196144104, 1.8098530769348145, 1.8098535537719727, 1.8098535537719727]
 
 @triton.jit
 def row_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):

@@ -2,6 +2,8 @@
 an infinity on one side passes only where a modelled run of the kernel gives it on that case. CPU only: the
 compiled side is the interpreter computing as the GPU does (tests.faulty:FakeCompiledGpu)."""
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from tdiff.core.case import Case
 from tdiff.core.rerun import MODELLED
 from tdiff.execute.interpreter.backend import InterpreterBackend
 from tdiff.execute.interpreter.gpu_arith import tf32
+from tdiff.execute.interpreter.rounding import pairwise_sum
 from tdiff.judge import verdict as V
 from tdiff.judge.targets import view
 from tdiff.strategies import tensor_arg
@@ -112,8 +115,8 @@ def centred_row(base, bumped, at):
 
 # rows where the fake GPU (its own rounding) gives NaN and the interpreter an infinity: x - mean is 0 in one
 # summation and a rounding-level value in the other
-ROWS = {"a modelled run gives the NaN": (0, 637.3247, 63),
-        "the runs give infinities of both signs": (9, 52.96928, 37)}
+ROWS = {"a modelled run gives the NaN": (2, 34.55199, 61),
+        "the runs give infinities of both signs": (302, 263.02603, 23)}
 
 
 def _row(trial):
@@ -150,6 +153,47 @@ def test_a_nan_from_zero_times_inf_where_the_zero_is_real_fails(name):
     assert v.failed and v.label in (V.VS_REFERENCE, V.KERNEL_BUG), v
     assert modelled_runs(ev) == list(range(7))  # asked, and nothing they gave explains it
     assert not notes(v)
+
+
+def div_full_row():
+    x = torch.tensor(G.DIV_FULL_ROW)
+    w = torch.ones(5)
+    w[0] = float("inf")
+    return x, w
+
+
+def test_the_div_full_row_sums_alike_in_every_order_and_only_its_mean_differs():
+    x = np.array(G.DIV_FULL_ROW, np.float32)
+    sums = set()
+    for p in itertools.permutations(range(5)):  # left to right, and as trees of a block of 8 (zeros padding it)
+        sums.add(np.float32(np.float32(np.float32(np.float32(x[p[0]] + x[p[1]]) + x[p[2]]) + x[p[3]]) + x[p[4]]))
+        block = np.concatenate([x[list(p)], np.zeros(3, np.float32)])
+        sums |= {np.float32(pairwise_sum(block, 0, False, lambda v: v, halves=h)) for h in (False, True)}
+    (s,) = sums
+    assert np.float32(s * (np.float32(1) / np.float32(5))) == x[0] != np.float32(s / np.float32(5))
+
+
+@pytest.mark.triton_matrix
+def test_a_modelled_run_divides_as_div_full_does():
+    # measured on an H200 (bench/gpu/div_full.py): float32 `/` is a * (1 / b) for every pair with b = 5
+    chk = check(G.centred_times, "gpu")
+    x, w = div_full_row()
+    case = Case({"x": tensor_arg(x), "w": tensor_arg(w)})
+    gpu = InterpreterBackend(GPU).run(chk, case)
+    plain = InterpreterBackend().run(chk, case)
+    assert np.isnan(view(gpu, case).targets["returned"].values[0])  # x - mean = 0, times inf
+    assert view(plain, case).targets["returned"].values[0] == np.inf  # IEEE: one ulp, times inf
+    assert "div.full" in gpu.trace.modelled and not plain.trace.modelled
+
+
+@pytest.mark.triton_matrix
+def test_a_nan_from_a_mean_div_full_rounds_onto_an_element_passes():
+    # the compiled side computes as the GPU does (FakeCompiledGpu): NaN where the interpreter gives inf
+    v, ev = verdict(check(G.centred_times, "gpu"), **dict(zip("xw", div_full_row())))
+    assert view(ev.outcomes["compiled"], ev.case).targets["returned"].values[0] != np.inf
+    assert not v.failed, v
+    said = " ".join(notes(v))
+    assert "interpreter:gpu (div.full" in said and "gives nan" in said and "interpreter gives inf" in said
 
 
 # ---------------------------------------------------------------- the GPU's summation order

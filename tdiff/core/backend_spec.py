@@ -78,7 +78,8 @@ class BackendSpec:
     # the k-th such run (see execute.interpreter.rounding); 0: rounded to nearest, as Triton does
     rounding: int = 0
     # a modelled run of the interpreter (`interpreter:gpu`): the GPU's documented arithmetic (tf32 `tl.dot` operands,
-    # contracted multiply-adds, math functions that flush subnormals; see execute.interpreter.gpu_arith)
+    # contracted multiply-adds, float32 division as `div.full`, math functions that flush subnormals; see
+    # execute.interpreter.gpu_arith)
     gpu_arith: bool = False
     # a carried run (`interpreter:nudge3`): each value the kernel computes moved within its admissible rounding where
     # it is stored, the k-th such run (see execute.interpreter.carry)

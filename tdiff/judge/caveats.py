@@ -64,7 +64,7 @@ def forgiven_note(p: Pair, f: Forgiven) -> tuple[str, str]:
                 f"{head} differ in a NaN or an infinity (e.g. at {j}: {x:.6g} vs {y:.6g}) that the kernel's own "
                 f"arithmetic gives on this case, each value in a run of it: {f.detail} (modelled runs: the "
                 "interpreter computing as the GPU does, tf32 dot operands, fused multiply-adds, flushed subnormals, "
-                "rounded to nearest and at random): a rounding dispute, not failed")
+                "float32 division as div.full, rounded to nearest and at random): a rounding dispute, not failed")
     if f.why == "measured":
         return ("measured", f"{head} differ beyond the strict tolerance but within the problem's measured sensitivity "
                             f"(e.g. at {j}: {x:.6g} vs {y:.6g}, where the problem moves by {f.spread:.3g} "

@@ -3,9 +3,9 @@
 A NaN or an infinity on one side of a comparison, where the other side holds another value, is a rounding dispute
 only where the kernel's own arithmetic gives both values on this very case. The modelled runs measure that: the
 interpreter computing as compiled Triton documents it computes on NVIDIA GPUs (`interpreter:gpu`: tf32 `tl.dot`
-operands, contracted multiply-adds, math functions that flush subnormals; see execute.interpreter.gpu_arith),
-rounded to nearest (k=0) and rounded up or down at random (k=1..`ENSEMBLE`), beside the interpreter's own run (the
-comparison's guide). An element whose two values are each produced by one of those runs passes, as its own caveat
+operands, contracted multiply-adds, float32 division as `div.full`, math functions that flush subnormals; see
+execute.interpreter.gpu_arith), rounded to nearest (k=0) and rounded up or down at random (k=1..`ENSEMBLE`), beside
+the interpreter's own run (the comparison's guide). An element whose two values are each produced by one of those runs passes, as its own caveat
 naming the runs; a finite value must be within the element's tolerance of a run's finite value there. Elsewhere
 (a NaN every run gives where the reference's value is finite or infinite: a masked lane's real zero times an
 infinity, a wrong index) nothing explains the difference and it fails as before.

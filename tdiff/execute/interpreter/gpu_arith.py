@@ -14,6 +14,12 @@ GPUs, where that differs from numpy's IEEE arithmetic (`interpreter:gpu`, a mode
   rounded at random sum in halves; the others keep the random rounding's tree of neighbours. (An overflow from
   inputs at float32's limits passes as the range edge anyway; the order matters to a NaN or an infinity the
   GPU's sums make of other values.)
+- Float32 division `/` is PTX `div.full.f32`, not IEEE `div.rn` (`tl.math.div_rn` is): the dividend times the
+  divisor's reciprocal, each rounded to float32. Measured on an H200 (`bench/gpu/div_full.py`, 4 million pairs a
+  family): the same bits as `a * (1 / b)` for every pair with b in {3, 5, 6, 7, 10, 100}, and for 88-90% of other
+  pairs (the hardware's reciprocal is not always the correctly rounded one; the others are one ulp apart); IEEE's
+  quotient for 69-76%. So a row's mean `sum / n` can land on an element where IEEE's lands one ulp away, and
+  `x - mean` is 0 on the GPU (times an infinite weight: NaN).
 - The math functions flush subnormals: their subnormal operands and results are zeros of the same sign (Triton's
   libdevice calls are compiled with flush-to-zero; `ex2.approx.ftz`, `rsqrt.approx.ftz`, `sqrt.approx.ftz`), and
   float32 `exp(x)` is `ex2.approx(x * log2(e))`, the product rounded to float32 first.
@@ -155,6 +161,23 @@ class GpuArithmetic:
             put(builder, "create_fmul", create_fmul)
             put(builder, "create_fadd", lambda x, y: fused(x, y, 1.0, add))
             put(builder, "create_fsub", lambda x, y: fused(x, y, -1.0, sub))
+
+        div = builder.create_fdiv
+
+        def create_fdiv(x: Any, y: Any) -> Any:
+            out = div(x, y)
+            data = np.asarray(out.data)
+            if data.dtype != np.float32:
+                return out
+            with np.errstate(all="ignore"):
+                rcp = self._round((np.float32(1) / np.asarray(y.data, np.float32)).astype(np.float32))
+                full = (np.asarray(x.data, np.float32) * rcp).astype(np.float32)
+            full = np.broadcast_to(full, data.shape)
+            if not np.array_equal(full, data, equal_nan=True):
+                self.used.add("div.full")
+            return handle(self._round(full.copy()), out.dtype)
+
+        put(builder, "create_fdiv", create_fdiv)
 
         for name in FLUSHED:
             fn = getattr(builder, name, None)

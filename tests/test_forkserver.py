@@ -78,7 +78,7 @@ def test_each_lane_forks_from_the_zygote_of_its_kind(pool):
 
 @pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
 def test_after_collection_the_lanes_that_see_the_gpu_fork_at_once_the_others_on_their_first_case(pool):
-    # (the GPU zygote imports no check's module: its workers need not wait for the first case to set up CUDA)
+    # (collection is over: the GPU zygote has been sent every module of the checks; its workers set up CUDA now)
     pool.start_gpu_lanes(["cpu", "gpu", "ref", "compile0"])
     for lane in ("gpu", "compile0"):
         assert pool.worker(lane).alive and isinstance(pool.worker(lane).proc, forkserver.Forked)
@@ -278,3 +278,55 @@ def test_workers_that_could_not_be_forked_are_counted_and_shown(monkeypatch):
     # forking turned off is the user's choice, not a fallback: nothing counted
     monkeypatch.setenv("TDIFF_FORKSERVER", "0")
     assert not run().fresh_workers
+
+
+_SHOW_MODULES = "import json, os, sys; print(json.dumps({'ppid': os.getppid(), 'zpkg': sorted(m for m in sys.modules " \
+                "if m.startswith('zpkg'))}))\n"
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="no fork here (or TDIFF_FORKSERVER=0)")
+def test_a_gpu_zygote_preloads_the_modules_that_leave_cuda_alone_and_serves_on_from_a_checkpoint(tmp_path):
+    # zpkg.driver's import counts as initializing CUDA (TDIFF_ZYGOTE_TAINTING: this machine may have no GPU)
+    pkg = tmp_path / "zpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "clean.py").write_text("VALUE = 1\n")
+    (pkg / "driver.py").write_text("")
+    (pkg / "uses_driver.py").write_text("from . import driver\n")
+    log = tmp_path / "imported.txt"
+    (pkg / "also_uses_driver.py").write_text(f"import zpkg.driver as d\nopen({str(log)!r}, 'a').write('imported')\n")
+    (pkg / "later.py").write_text("def f():\n    import zpkg.driver\n")  # (in a function: not run at import)
+    (tmp_path / "show.py").write_text(_SHOW_MODULES)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env |= {"PYTHONPATH": str(tmp_path), "TDIFF_ZYGOTE_TAINTING": "zpkg.driver", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+    z = forkserver.Zygote.start(env, "gpu")
+    try:
+        z.preload(["zpkg.clean", "zpkg.uses_driver", "zpkg.also_uses_driver", "zpkg.later"])
+        with open(tmp_path / "out", "w+b") as out, open(tmp_path / "err", "w+b") as err:
+            child = z.start_script([str(tmp_path / "show.py")], str(tmp_path), env, out.fileno(), err.fileno())
+            assert child.wait(120) == 0, (tmp_path / "err").read_text()
+        said = json.loads((tmp_path / "out").read_text())
+        assert said["zpkg"] == ["zpkg", "zpkg.clean", "zpkg.later"], said
+        assert not log.exists()  # skipped unimported: its source names a module of the import that initialized CUDA
+        assert said["ppid"] != z.proc.pid and z.proc.poll() is None  # forked by the checkpoint; the first stands by
+        with open(f"/proc/{z.proc.pid}/cmdline", "rb") as f:
+            assert b"poll" in f.read()  # (a fresh interpreter that holds none of the imports, nor CUDA)
+    finally:
+        z.close()
+    assert z.proc.poll() is not None  # the one that stood by goes with its owner
+
+
+def test_what_a_module_imports_as_it_is_imported_is_read_from_its_source(tmp_path, monkeypatch):
+    pkg = tmp_path / "rpkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from .. import base\n")
+    (pkg / "sub" / "leaf.py").write_text("try:\n    from ..other import thing\nexcept ImportError:\n    pass\n"
+                                         "def f():\n    import gpu_lib\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert forkserver._imports_any("rpkg.sub.leaf", {"rpkg.other"})  # relative, in a try block
+    assert forkserver._imports_any("rpkg.sub.leaf", {"rpkg.other.thing"})
+    assert not forkserver._imports_any("rpkg.sub.leaf", {"gpu_lib"})  # only in a function
+    assert forkserver._imports_any("rpkg.sub", {"rpkg.base"})  # a package's __init__
+    assert forkserver._imports_any("rpkg.sub.leaf", {"rpkg.sub"})  # in a package of them
+    assert not forkserver._imports_any("rpkg.sub.leaf", set()) and not forkserver._imports_any("nowhere.x", {"y"})

@@ -10,9 +10,11 @@ imports it while collection goes on), and forks a worker for each request (`fork
   lanes always have it).
 - `gpu`, for the lanes that see the GPU (`gpu`, `compile0`, ...): it sees the GPU but never initializes CUDA (a fork
   of a process that has is unusable): torch asks NVML, not CUDA, whether a GPU is there
-  (`PYTORCH_NVML_BASED_CUDA_CHECK=1`), and it imports `PRELOAD` only, never a check's module (a library may ask the
-  driver at import; FlagGems does; and trying each in a forked trial held every GPU fork of an 8-process run behind
-  the trials: 147 s became 298 s on an H200), so each GPU worker imports its checks' modules itself. If CUDA is
+  (`PYTORCH_NVML_BASED_CUDA_CHECK=1`). It imports the checks' modules too, until its first fork, each behind a
+  checkpoint (`_import_behind_checkpoint`): a library may ask the driver at import (FlagGems does), and where an
+  import initialized CUDA, the checkpoint forked just before it serves on without that module (and without the
+  modules whose imports name what that import brought in), while the process that imported it stands by as a
+  placeholder. A module it did not import, each GPU worker imports itself, on its first case of it. If CUDA is
   initialized anyway, it refuses to fork and the GPU lanes start fresh interpreters, saying so.
 
 `pytest --tdiff` starts them once per host (`host_start`, in the process pytest started: the xdist controller or the
@@ -29,6 +31,7 @@ process that goes away takes its forked workers with it; the process that starte
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
 import ctypes
@@ -64,9 +67,11 @@ SCRIPT_PRELOAD = ("torch", "triton", "triton.language", "numpy")
 #: the variables of an environment that a fresh interpreter, or the modules a zygote imports, read as they start (a
 #: script zygote is one of them: `run_script`)
 STARTUP_ENV = ("PYTHON", "TRITON_", "TORCH", "PYTORCH_", "OMP_", "MKL_", "NUMPY_", "LD_")
+#: a zygote's program (it ends without finalizing: the extension modules it imported would report their objects as
+#: leaked, and a checkpoint that served on is a fork in the middle of `serve`)
 _BOOT = ("import json, os, sys; fresh = sys.path[1:]; "
          "sys.path[:0] = [p for p in json.loads(os.environ['TDIFF_SYS_PATH']) if p not in sys.path]; "
-         "from tdiff.execute.forkserver import serve; serve(fresh)")
+         "from tdiff.execute.forkserver import serve; serve(fresh); sys.stderr.flush(); os._exit(0)")
 #: the most fds a fork request carries (the job pipe's read end, the answer pipe's write end, the log)
 FDS = 3
 #: where a host's zygotes listen, for the test processes of one run (`host_start`)
@@ -142,6 +147,8 @@ def serve(fresh: list[str] | None = None) -> None:
     refused = _refusal(kind)
     clients = [owner]
     asked_by: dict[int, socket.socket] = {}  # forked worker -> the connection that asked for it
+    unsafe: set[str] = set()  # (a GPU zygote) modules an import that initialized CUDA brought in
+    forked_any = False
     while True:
         ready, _, _ = select.select(clients + ([listener] if listener else []), [], [], 0.2)
         _reap(asked_by)
@@ -166,9 +173,13 @@ def serve(fresh: list[str] | None = None) -> None:
                 sock.close()
                 continue
             if "preload" in message:
-                if kind == "cpu":  # (the GPU zygote imports no check's module: see the module's docstring)
+                if kind == "cpu":
                     for name in message["preload"]:
                         _import(name)
+                elif kind == "gpu" and not forked_any and not refused:  # (after a fork a taint could not be undone)
+                    for name in message["preload"]:
+                        if not _import_behind_checkpoint(name, unsafe):
+                            _stand_by(owner, clients + ([listener] if listener else []))
                 continue
             script = "argv" in message
             unlike = _unlike(started_with, message.get("env") or {}) if script else ""
@@ -181,6 +192,7 @@ def serve(fresh: list[str] | None = None) -> None:
             # (the zygote's objects, imports included, out of every collection: a child's collector never scans or
             # writes to them, so it runs faster and their pages stay shared; Python's `gc.freeze` docs' pattern)
             gc.freeze()
+            forked_any = True
             pid = os.fork()
             if pid == 0:
                 for other in clients + ([listener] if listener else []):
@@ -195,11 +207,135 @@ def serve(fresh: list[str] | None = None) -> None:
                 _send(sock, {"forked": pid})
 
 
-def _import(name: str) -> None:
+def _import(name: str, quiet: bool = False) -> None:
     try:
         __import__(name)
     except BaseException as exc:  # (a module that cannot be imported here: its workers import it themselves)
-        print(f"tdiff zygote: not preloaded: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if not quiet:
+            print(f"tdiff zygote: not preloaded: {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _import_behind_checkpoint(name: str, unsafe: set[str]) -> bool:
+    """(a GPU zygote, before its first fork) Import `name` unless its source imports a module of `unsafe` (or is one),
+    behind a checkpoint: a fork of this process made just before, waiting. Where the import leaves CUDA uninitialized,
+    the checkpoint exits and this returns True. Where it initialized CUDA, this returns False (the caller stands by:
+    `_stand_by`) and the checkpoint returns True instead, to serve on as the zygote: without `name`, and with every
+    module that import brought in added to its `unsafe`."""
+    if name in sys.modules or name in unsafe:
+        return True
+    if _imports_any(name, unsafe):
+        unsafe.add(name)
+        return True
+    before = set(sys.modules)
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:  # (no checkpoint, no import: its workers import it themselves)
+        os.close(read_end)
+        os.close(write_end)
+        return True
+    if pid == 0:  # the checkpoint: this zygote as it was before the import
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as told:
+            said = told.read()
+        if not said:  # (the import was clean: nothing for this process to do)
+            os._exit(0)
+        unsafe.update(json.loads(said))
+        return True
+    os.close(read_end)
+    _import(name, quiet=True)  # (the CPU zygote says what could not be imported)
+    if not _tainted():
+        os.close(write_end)
+        os.waitpid(pid, 0)
+        return True
+    with os.fdopen(write_end, "wb") as tell:
+        tell.write(json.dumps(sorted((set(sys.modules) - before) | {name})).encode())
+    return False
+
+
+def _tainted() -> bool:
+    """Whether this process's CUDA is initialized. (For tdiff's tests, whose machines may have no GPU: a module named
+    in `TDIFF_ZYGOTE_TAINTING`, once imported, counts as having initialized it.)"""
+    marker = os.environ.get("TDIFF_ZYGOTE_TAINTING")
+    return cuda_initialized() or bool(marker and marker in sys.modules)
+
+
+def _imports_any(name: str, modules: set[str]) -> bool:
+    """Whether module `name` (found on `sys.path` without importing it or its packages) is in a package of `modules`
+    or imports one of `modules` as it is imported (its statements outside functions, read, not run)."""
+    parts = name.split(".")
+    if any(".".join(parts[:i]) in modules for i in range(1, len(parts))):
+        return True
+    if not modules:
+        return False
+    path = _source_of(parts)
+    if path is None:
+        return False
+    try:
+        with tokenize.open(path) as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    package = parts[:-1] if not path.endswith("__init__.py") else parts
+    for node in _import_time_nodes(tree.body):
+        if isinstance(node, ast.Import):
+            named = [a.name for a in node.names]
+        else:
+            base = package[:len(package) - node.level + 1] if node.level else []
+            stem = ".".join([*base, *([node.module] if node.module else [])])
+            named = [stem, *(f"{stem}.{a.name}" for a in node.names)]
+        for n in named:
+            bits = n.split(".")
+            if any(".".join(bits[:i]) in modules for i in range(1, len(bits) + 1)):
+                return True
+    return False
+
+
+def _source_of(parts: list[str]) -> str | None:
+    """The source file of the module named by `parts` on `sys.path` (a package's `__init__.py`), if any."""
+    for root in sys.path:
+        base = os.path.join(root or ".", *parts)
+        for path in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def _import_time_nodes(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements a module runs as it is imported: at its top level and in the blocks there (`if`,
+    `try`, `with`, class bodies), not in functions."""
+    out: list[ast.Import | ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(node, field, None)
+                if isinstance(inner, list):
+                    out += _import_time_nodes([n for n in inner if isinstance(n, ast.stmt)] +
+                                              [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body])
+    return out
+
+
+def _stand_by(owner: socket.socket, others: list[socket.socket]) -> None:
+    """(a GPU zygote whose import initialized CUDA) Leave the serving to the checkpoint and stay as the process its
+    owner started, holding nothing, until the owner goes: a fresh interpreter of the same pid (`exec`) that waits for
+    the owner's socket to close; never returns."""
+    for sock in others:
+        if sock is not owner:
+            sock.close()
+    fd = owner.fileno()
+    os.set_inheritable(fd, True)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-c", _STAND_BY, str(fd)])
+
+
+#: what a zygote that stood by runs: wait until the owner's end of its socket closes
+_STAND_BY = ("import select, sys; p = select.poll(); "
+             "p.register(int(sys.argv[1]), getattr(select, 'POLLRDHUP', 0) | select.POLLHUP | select.POLLERR); "
+             "p.poll()")
 
 
 def _refusal(kind: str) -> str:

@@ -276,7 +276,7 @@ class Pool:
     def warm(self, lanes: Sequence[str]) -> None:
         """Start workers early so their imports overlap with other work; for lanes forked from a zygote, the
         zygote (a CPU lane forks on its first case, once its zygote has imported the run's checks' modules; a GPU
-        lane, whose zygote imports none of them, once collection is over: `start_gpu_lanes`)."""
+        lane once collection is over: `start_gpu_lanes`)."""
         for lane in lanes:
             w = self.worker(lane)
             if w.forks:
@@ -285,8 +285,9 @@ class Pool:
                 w.start()
 
     def start_gpu_lanes(self, lanes: Sequence[str]) -> None:
-        """Fork now the workers of `lanes` that fork from the GPU zygote: it imports no check's module, so nothing
-        is gained by waiting for the first case, and their CUDA set-up overlaps with the other zygote's imports."""
+        """Fork now the workers of `lanes` that fork from the GPU zygote (collection is over: it has been sent
+        every module of this process's checks, and imports what it can of them before its first fork), so their
+        CUDA set-up overlaps with the CPU zygote's imports and the first check's work on the CPU lanes."""
         for lane in lanes:
             w = self.worker(lane)
             if w.forks and w.zygote_kind == "gpu" and not w.alive:

@@ -156,8 +156,8 @@ class TdiffSession:
 
     def collected(self, modules: list[str]) -> None:
         """Collection is over: the zygotes get the modules of the checks this process runs (`preload`), and the
-        lanes that see the GPU fork now (their zygote imports no check's module, so they need not wait for those):
-        their CUDA set-up overlaps with the other zygote's imports instead of delaying the first case."""
+        lanes that see the GPU fork now (once their zygote has imported what it can of those: it stops at its first
+        fork): their CUDA set-up overlaps with the first check's work on the CPU lanes instead of delaying it."""
         self.preload(modules)
         if modules and self.warm_lanes and not self.config.option.collectonly:
             from ..execute.workers import shared_pool

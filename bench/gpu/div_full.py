@@ -115,9 +115,6 @@ def flaggems_row() -> tuple[dict[str, float], Any] | None:
     return y, v
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 def liger_row() -> tuple[dict[str, float], Any] | None:
     """liger-kernel's LayerNorm forward (`_layer_norm_forward_kernel`, the kernel of the open GPU red of the soak's
@@ -145,3 +142,7 @@ def liger_row() -> tuple[dict[str, float], Any] | None:
     print(f"liger LayerNorm forward, x = {DIV_FULL_ROW}, W[0] = inf: Y[0, 0] by backend {y}; verdict {v.label}; "
           f"notes {[k for k, _ in v.notes]}")
     return y, v
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

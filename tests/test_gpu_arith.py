@@ -86,6 +86,22 @@ def test_a_modelled_run_contracts_multiply_adds_and_flushes_the_math_functions_s
     assert "fma contraction" in gpu.trace.modelled and not ieee.trace.modelled
 
 
+@pytest.mark.triton_matrix
+@pytest.mark.parametrize("variable", ["TRITON_DEFAULT_FP_FUSION=0", "TRITON_FORCE_DISABLE_FP_FUSION=1"])
+def test_a_modelled_run_contracts_nothing_where_triton_is_told_not_to(monkeypatch, variable):
+    # the knob compiled Triton reads (Triton 3.9 warns that 3.10 turns fusion off by default)
+    monkeypatch.setenv(*variable.split("="))
+    if "FORCE" in variable and not hasattr(__import__("triton").knobs.language, "force_disable_fp_fusion"):
+        pytest.skip("this Triton has no TRITON_FORCE_DISABLE_FP_FUSION (3.9 added it)")
+    chk = check(G.decay, "cpu")
+    x, c, y, w = (torch.tensor(v, dtype=torch.float32) for v in ([3.0, 1, 1, 1], [1 / 3, 1, 1, 1], [1.0, 1, 1, 1],
+                                                                  [1.0, 1, 1, 1]))
+    case = Case({"x": tensor_arg(x), "c": tensor_arg(c), "y": tensor_arg(y), "w": tensor_arg(w)})
+    gpu = InterpreterBackend(GPU).run(chk, case)
+    assert view(gpu, case).targets["returned"].values[0] == 1.0  # fl(3 * fl(1/3)) - 1 = 0, as without contraction
+    assert "fma contraction" not in gpu.trace.modelled
+
+
 # ---------------------------------------------------------------- the judge
 
 @pytest.mark.triton_matrix

@@ -24,8 +24,8 @@ PERTURBED = "perturbed"
 # (see tdiff.execute.interpreter.rounding, tdiff.judge.sensitivity.ensemble)
 ROUNDED = "rounded"
 # the interpreter computing as compiled Triton does on NVIDIA GPUs (tf32 dots, fused multiply-adds, `div.full`
-# division, flushed subnormals), rounded to nearest (`k` = 0) or at random (`k` > 0): which NaNs and infinities the GPU's arithmetic
-# makes of the case (see tdiff.execute.interpreter.gpu_arith, tdiff.judge.modelled)
+# division, flushed subnormals), rounded to nearest (`k` = 0) or at random (`k` > 0): which NaNs and infinities
+# the GPU's arithmetic makes of the case (see tdiff.execute.interpreter.gpu_arith, tdiff.judge.modelled)
 MODELLED = "modelled"
 # the interpreter with every value the kernel computes moved within its admissible rounding where it is stored (`k`
 # > 0: which run): how far what `launch` computes from the kernel's stores moves (see tdiff.judge.carried)

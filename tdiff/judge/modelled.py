@@ -5,10 +5,10 @@ only where the kernel's own arithmetic gives both values on this very case. The 
 interpreter computing as compiled Triton documents it computes on NVIDIA GPUs (`interpreter:gpu`: tf32 `tl.dot`
 operands, contracted multiply-adds, float32 division as `div.full`, math functions that flush subnormals; see
 execute.interpreter.gpu_arith), rounded to nearest (k=0) and rounded up or down at random (k=1..`ENSEMBLE`), beside
-the interpreter's own run (the comparison's guide). An element whose two values are each produced by one of those runs passes, as its own caveat
-naming the runs; a finite value must be within the element's tolerance of a run's finite value there. Elsewhere
-(a NaN every run gives where the reference's value is finite or infinite: a masked lane's real zero times an
-infinity, a wrong index) nothing explains the difference and it fails as before.
+the interpreter's own run (the comparison's guide). An element whose two values are each produced by one of those
+runs passes, as its own caveat naming the runs; a finite value must be within the element's tolerance of a run's
+finite value there. Elsewhere (a NaN every run gives where the reference's value is finite or infinite: a masked
+lane's real zero times an infinity, a wrong index) nothing explains the difference and it fails as before.
 
 Measured on an H200: a 16x16 tf32 `tl.dot` of -inf and 1e-45 gives NaN (the subnormal is truncated to 0), which
 `interpreter:gpu` reproduces (NaN, NaN, -inf for 1e-45, 3e-42, 1e-40); under `input_precision="ieee"` it gives -inf.

@@ -7,7 +7,9 @@ GPUs, where that differs from numpy's IEEE arithmetic (`interpreter:gpu`, a mode
   operands' remainders (`a - tf32(a)`) and drops a NaN they make (Triton's F32DotTC pass: `select(isnan(x), 0, x)`),
   so it is tf32's big-times-big product plus a finite correction. `ieee` and the half types are unchanged.
 - Multiply-adds contract: `a * b + c` (and `c - a * b`, ...) is one fused multiply-add, rounded once
-  (`enable_fp_fusion`, on by default; NVPTX fuses every fmul feeding an fadd).
+  (`enable_fp_fusion`; NVPTX fuses every fmul feeding an fadd). Its default is Triton's knob (`fusion_default`: on
+  in Triton 3.4 to 3.9, off with `TRITON_DEFAULT_FP_FUSION=0` or `TRITON_FORCE_DISABLE_FP_FUSION=1`; Triton 3.9
+  warns that 3.10 turns it off), and a modelled run contracts only where it is on.
 - A block's sum pairs lanes half a block apart (the warp shuffles' butterfly: `x[i] + x[i + n/2]`, then again),
   not numpy's left-to-right order, so values near the range's end can overflow in one order and not the other
   (`[big, -big, big, 0]`: finite left to right, inf in halves). The run rounded to nearest and every second run
@@ -66,6 +68,15 @@ def flush(x: np.ndarray) -> np.ndarray:
     if not small.any():
         return x
     return np.where(small, np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)
+
+
+def fusion_default() -> bool:
+    """Whether compiled Triton contracts multiply-adds here by default: its knob `TRITON_DEFAULT_FP_FUSION` (on unless
+    set otherwise, in Triton 3.4 to 3.9), unless `TRITON_FORCE_DISABLE_FP_FUSION` (Triton 3.9) turns it off."""
+    from triton import knobs
+
+    lang = knobs.language
+    return bool(getattr(lang, "default_fp_fusion", True)) and not bool(getattr(lang, "force_disable_fp_fusion", False))
 
 
 def _precision(input_precision: Any) -> str:

@@ -152,7 +152,8 @@ def _install(builder: Any, session: Session, batch: bool = False) -> list[tuple[
     # 1d. the GPU's arithmetic (a modelled run: `interpreter:gpu`), around the random rounding it may carry
     if session.options.gpu_arith:
         halves = not session.options.rounding or session.options.rounding % 2 == 0  # (odd k: a tree of neighbours)
-        gpu_arith.GpuArithmetic(rounder, trace.modelled, halves=halves).install(builder, put)
+        gpu_arith.GpuArithmetic(rounder, trace.modelled, fusion=gpu_arith.fusion_default(), halves=halves).install(
+            builder, put)
 
     # 2. values: op classes (for tolerances), undefined casts, dataflow magnitudes
     for name in _value_methods(cls):  # type: ignore[arg-type]  # (a class is hashable; type[Any] is not to mypy)

@@ -90,39 +90,27 @@ def flaggems_row() -> tuple[dict[str, float], Any] | None:
     """FlagGems' LayerNorm (`layer_norm_persistent_kernel_multiline`, the kernel of a GPU red at a random seed) on a
     row whose mean div.full rounds onto its first element, weight[0] = inf: y[0, 0] by backend and tdiff's verdict
     (None where FlagGems is not installed)."""
-    try:
-        from suites.flaggems import layer_norm as suite
-    except BaseException as e:  # (FlagGems not installed: the suite skips itself)
-        print(f"FlagGems LayerNorm: not run ({type(e).__name__}: {e})")
-        return None
-    import tdiff
-    from tdiff.core.case import Case
-    from tdiff.judge.targets import view
-    from tdiff.strategies import tensor_arg
-    from tests.gpu_arith_kernels import DIV_FULL_ROW
-
-    check = next(c for c in suite.L.layer_norm_persistent_kernel_multiline.__tdiff_checks__ if c.name == "multiline")
-    x = torch.tensor([DIV_FULL_ROW])
-    w, b = torch.ones(5), torch.zeros(5)
-    w[0] = float("inf")
-    runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
-    case = Case({"x": tensor_arg(x), "weight": tensor_arg(w), "bias": tensor_arg(b)})
-    v, ev = runner.judge(check).verdict(case, final=True)
-    y = {n: float(view(o, ev.case).targets["returned[0]"].values.reshape(-1)[0])
-         for n, o in ev.outcomes.items() if o.error is None}
-    print(f"FlagGems LayerNorm multiline, x = {DIV_FULL_ROW}, weight[0] = inf: y[0, 0] by backend {y}; "
-          f"verdict {v.label}; notes {[k for k, _ in v.notes]}")
-    return y, v
-
+    return _row("FlagGems LayerNorm multiline", "suites.flaggems.layer_norm",
+                "L.layer_norm_persistent_kernel_multiline", "multiline", ("x", "weight", "bias"), {})
 
 
 def liger_row() -> tuple[dict[str, float], Any] | None:
     """liger-kernel's LayerNorm forward (`_layer_norm_forward_kernel`, the kernel of the open GPU red of the soak's
     second session; it divides its row's sum by `n_cols` with `/` too) on the same row: as `flaggems_row`."""
+    return _row("liger LayerNorm forward", "suites.liger.layer_norm", "lib._layer_norm_forward_kernel", "forward",
+                ("X", "W", "B"), {"eps": 1e-5})
+
+
+def _row(title: str, module: str, kernel: str, name: str, args: tuple[str, str, str],
+         more: dict[str, Any]) -> tuple[dict[str, float], Any] | None:
+    """Judge check `name` of `kernel` (an attribute path in suite `module`) on the div.full row, its weight infinite
+    at 0: the first output's (0, 0) by backend and the verdict, printed (None where the suite's library is missing)."""
+    import importlib
+
     try:
-        from suites.liger import layer_norm as suite
-    except BaseException as e:  # (liger-kernel not installed: the suite skips itself)
-        print(f"liger LayerNorm: not run ({type(e).__name__}: {e})")
+        suite = importlib.import_module(module)
+    except BaseException as e:  # (its library not installed: the suite skips itself)
+        print(f"{title}: not run ({type(e).__name__}: {e})")
         return None
     import tdiff
     from tdiff.core.case import Case
@@ -130,16 +118,19 @@ def liger_row() -> tuple[dict[str, float], Any] | None:
     from tdiff.strategies import tensor_arg
     from tests.gpu_arith_kernels import DIV_FULL_ROW
 
-    check = next(c for c in suite.lib._layer_norm_forward_kernel.__tdiff_checks__ if c.name == "forward")
+    fn: Any = suite
+    for part in kernel.split("."):
+        fn = getattr(fn, part)
+    check = next(c for c in fn.__tdiff_checks__ if c.name == name)
     x = torch.tensor([DIV_FULL_ROW])
     w, b = torch.ones(5), torch.zeros(5)
     w[0] = float("inf")
     runner = tdiff.Runner(tdiff.RunOptions(profile="ci", corpus_dir=None, repro_dir=None, isolation="none"))
-    case = Case({"X": tensor_arg(x), "W": tensor_arg(w), "B": tensor_arg(b), "eps": 1e-5})
+    case = Case({**dict(zip(args, (tensor_arg(x), tensor_arg(w), tensor_arg(b)))), **more})
     v, ev = runner.judge(check).verdict(case, final=True)
     y = {n: float(view(o, ev.case).targets["returned[0]"].values.reshape(-1)[0])
          for n, o in ev.outcomes.items() if o.error is None}
-    print(f"liger LayerNorm forward, x = {DIV_FULL_ROW}, W[0] = inf: Y[0, 0] by backend {y}; verdict {v.label}; "
+    print(f"{title}, x = {DIV_FULL_ROW}, weight[0] = inf: y[0, 0] by backend {y}; verdict {v.label}; "
           f"notes {[k for k, _ in v.notes]}")
     return y, v
 

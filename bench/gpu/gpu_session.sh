@@ -301,7 +301,8 @@ soaks() {  # soaks NAME N ARGS...: N seed soaks at once (bench/trust/soak.py ARG
     shift 2
     rm -rf "/tmp/$name" /tmp/"$name"_p*.txt
     for i in $(seq "$n"); do
-        timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak "$@" --out "/tmp/$name/p$i" > "/tmp/${name}_p$i.txt" 2>&1 &
+        # (--out first: ARGS may end with `-- PYTEST_ARGS`)
+        timeout "${SOAK_KILL:-100000}" $PY -m bench.trust.soak --out "/tmp/$name/p$i" "$@" > "/tmp/${name}_p$i.txt" 2>&1 &
     done
     wait
     cat /tmp/"$name"_p*.txt > "$OUT/$name.txt"

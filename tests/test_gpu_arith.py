@@ -73,12 +73,17 @@ def test_a_modelled_dot_gives_what_the_h200_gave_for_minus_inf_times_a_subnormal
         assert plain == -np.inf  # the interpreter as an opinion stays IEEE
 
 
+def decay_case():
+    """x = 3, c = 1/3 in the first lane: fl(3 * fl(1/3)) - 1 is 0 in IEEE float32, the exact residual with an fma."""
+    x, c, y, w = (torch.tensor(v, dtype=torch.float32) for v in ([3.0, 1, 1, 1], [1 / 3, 1, 1, 1], [1.0, 1, 1, 1],
+                                                                  [1.0, 1, 1, 1]))
+    return Case({"x": tensor_arg(x), "c": tensor_arg(c), "y": tensor_arg(y), "w": tensor_arg(w)})
+
+
 @pytest.mark.triton_matrix
 def test_a_modelled_run_contracts_multiply_adds_and_flushes_the_math_functions_subnormals():
     chk = check(G.decay, "cpu")
-    x, c, y, w = (torch.tensor(v, dtype=torch.float32) for v in ([3.0, 1, 1, 1], [1 / 3, 1, 1, 1], [1.0, 1, 1, 1],
-                                                                  [1.0, 1, 1, 1]))
-    case = Case({"x": tensor_arg(x), "c": tensor_arg(c), "y": tensor_arg(y), "w": tensor_arg(w)})
+    case = decay_case()
     ieee = InterpreterBackend().run(chk, case)
     gpu = InterpreterBackend(GPU).run(chk, case)
     assert view(ieee, case).targets["returned"].values[0] == 1.0  # fl(3 * fl(1/3)) - 1 = 0: exp(0)
@@ -94,9 +99,7 @@ def test_a_modelled_run_contracts_nothing_where_triton_is_told_not_to(monkeypatc
     if "FORCE" in variable and not hasattr(__import__("triton").knobs.language, "force_disable_fp_fusion"):
         pytest.skip("this Triton has no TRITON_FORCE_DISABLE_FP_FUSION (3.9 added it)")
     chk = check(G.decay, "cpu")
-    x, c, y, w = (torch.tensor(v, dtype=torch.float32) for v in ([3.0, 1, 1, 1], [1 / 3, 1, 1, 1], [1.0, 1, 1, 1],
-                                                                  [1.0, 1, 1, 1]))
-    case = Case({"x": tensor_arg(x), "c": tensor_arg(c), "y": tensor_arg(y), "w": tensor_arg(w)})
+    case = decay_case()
     gpu = InterpreterBackend(GPU).run(chk, case)
     assert view(gpu, case).targets["returned"].values[0] == 1.0  # fl(3 * fl(1/3)) - 1 = 0, as without contraction
     assert "fma contraction" not in gpu.trace.modelled

@@ -277,7 +277,7 @@ def _imports_any(name: str, modules: set[str]) -> bool:
     except (OSError, SyntaxError, ValueError):
         return False
     package = parts[:-1] if not path.endswith("__init__.py") else parts
-    for node in _import_time_nodes(tree.body):
+    for node in _import_time_nodes(list(tree.body)):
         if isinstance(node, ast.Import):
             named = [a.name for a in node.names]
         else:
@@ -292,18 +292,21 @@ def _imports_any(name: str, modules: set[str]) -> bool:
 
 
 def _source_of(parts: list[str]) -> str | None:
-    """The source file of the module named by `parts` on `sys.path` (a package's `__init__.py`), if any."""
-    for root in sys.path:
-        base = os.path.join(root or ".", *parts)
-        for path in (base + ".py", os.path.join(base, "__init__.py")):
-            if os.path.isfile(path):
-                return path
-    return None
+    """The source file of the module named by `parts` (a package's `__init__.py`), found as the import system finds
+    it on `sys.path` (`importlib.machinery.PathFinder`), without importing it or its packages; None if none."""
+    spec, path = None, None
+    for i in range(1, len(parts) + 1):
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:i]), path)
+        if spec is None:
+            return None
+        path = spec.submodule_search_locations
+    origin = spec.origin if spec is not None else None
+    return origin if origin and origin.endswith(".py") else None
 
 
-def _import_time_nodes(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+def _import_time_nodes(body: list[ast.AST]) -> list[ast.Import | ast.ImportFrom]:
     """The import statements a module runs as it is imported: at its top level and in the blocks there (`if`,
-    `try`, `with`, class bodies), not in functions."""
+    `try` and its handlers, `with`, class bodies), not in functions."""
     out: list[ast.Import | ast.ImportFrom] = []
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -312,8 +315,7 @@ def _import_time_nodes(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom
             for field in ("body", "orelse", "finalbody", "handlers"):
                 inner = getattr(node, field, None)
                 if isinstance(inner, list):
-                    out += _import_time_nodes([n for n in inner if isinstance(n, ast.stmt)] +
-                                              [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body])
+                    out += _import_time_nodes(inner)
     return out
 
 

@@ -63,6 +63,25 @@ def test_a_forked_worker_that_dies_reports_its_signal(pool):
     assert out.error is not None and out.error.kind == "crash" and "SIGSEGV" in out.error.message, out.error
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/comm"), reason="no /proc/PID/comm")
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_worker_is_named_for_its_lane(pool, monkeypatch, fork):
+    # (what top and ps show, and bench/speed/cpu_by_process.py reads: a fork carries the zygote's command line and
+    # environment, its lane only in its name)
+    if not fork:
+        monkeypatch.setenv("TDIFF_FORKSERVER", "0")
+    elif not forkserver.enabled():
+        pytest.skip("no fork here (or TDIFF_FORKSERVER=0)")
+    ref = K.hang_kernel.__tdiff_checks__[0].ref()
+    assert pool.run(Job(ref, BackendSpec("interpreter"), _case(-1.0)), timeout=120).error is None
+    assert pool.run(Job(ref, BackendSpec("reference"), _case(-1.0)), timeout=120).error is None
+    for lane in ("cpu", "ref"):
+        w = pool.workers[lane]
+        assert isinstance(w.proc, forkserver.Forked) is fork
+        with open(f"/proc/{w.proc.pid}/comm") as f:
+            assert f.read().strip() == f"tdiff-{lane}"
+
+
 def test_off_every_worker_is_a_fresh_interpreter(pool, monkeypatch):
     monkeypatch.setenv("TDIFF_FORKSERVER", "0")
     ref = K.hang_kernel.__tdiff_checks__[0].ref()

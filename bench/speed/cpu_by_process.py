@@ -52,7 +52,11 @@ def _descendants(root: int) -> dict[int, tuple[int, float, float]]:
 
 
 def _role(pid: int) -> str:
-    """What a process is: a tdiff worker by its lane (TDIFF_WORKER in its environment), else by command line."""
+    """What a process is: a tdiff worker by its lane (its name `tdiff-<lane>`, `worker_main.name_process`, or
+    TDIFF_WORKER in its environment: a worker forked from a zygote has the zygote's), else by command line."""
+    comm = _read(f"/proc/{pid}/comm").strip()
+    if comm.startswith("tdiff-") and comm != "tdiff-zygote":
+        return "tdiff lane " + comm[len("tdiff-"):].rstrip("0123456789")
     cmd = _read(f"/proc/{pid}/cmdline").split("\0")
     env = dict(kv.split("=", 1) for kv in _read(f"/proc/{pid}/environ").split("\0") if "=" in kv)
     work = env.get("TDIFF_WORKER")
@@ -85,7 +89,8 @@ def main() -> None:
             if rec is None:
                 rec = seen[key] = {"pid": pid, "ppid": ppid, "role": _role(pid), "cpu": cpu,
                                    "first": time.perf_counter() - t0}
-            elif not rec["role"].startswith("tdiff lane"):  # (a process read before its exec or its environment)
+            elif not rec["role"].startswith("tdiff lane") or rec["role"] == "tdiff lane zygote":
+                # (a process read before its exec, its environment or its name: a fork of a zygote names itself)
                 rec["role"] = _role(pid) if _role(pid) != "?" else rec["role"]
             rec["cpu"] = cpu
             rec["last"] = time.perf_counter() - t0

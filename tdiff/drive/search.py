@@ -24,7 +24,7 @@ from ..core.settings import hypothesis_settings
 from ..errors import DeclarationError, DivergenceError
 from ..generate.plan import ADDRESSING_PAIRS, boundary_plan
 from ..record.tally import Tally
-from . import plan_cache
+from . import pareto_keys, plan_cache
 from .case_judge import HangBudgetSpent, SetupError, error_text
 from .pipeline import CasePipeline, CaseRecord, drawn_cases
 
@@ -200,6 +200,7 @@ def _search(pipeline: CasePipeline, run: _Run, on_case: Callable[[str], None] | 
             group: Grouping | None) -> CaseRecord | None:
     judge = pipeline.judge
     check, result, options = judge.check, judge.tally, judge.options
+    pareto_keys.install()  # (with a database, hypothesis keeps a Pareto front of the cases: its keys once per case)
     settings = hypothesis_settings(options, check.max_examples)
     if check.expects_failure() and not options.shrink_expected:  # (an xfail's first divergence confirms it)
         settings = hypothesis.settings(settings, phases=[p for p in settings.phases if p is not Phase.shrink])

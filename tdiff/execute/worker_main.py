@@ -38,6 +38,7 @@ def serve(conn_in: Connection, conn_out: Connection) -> None:
     from .backends.run_case import run_case
     from .workers import Ahead, spin_until_readable
 
+    name_process(f"tdiff-{os.environ.get('TDIFF_WORKER') or 'worker'}")
     _warm_up()
     gc.freeze()  # (what the imports made lives for the process: out of the collector's scans; see `_freeze_imports`)
     spin = float(os.environ.get("TDIFF_SPIN_MS") or 0) / 1e3  # see tdiff.execute.workers.spin_seconds
@@ -71,6 +72,19 @@ def serve(conn_in: Connection, conn_out: Connection) -> None:
         conn_out.send_bytes(wire.dumps((outcome, healthy)))
         if not healthy:
             return
+
+
+def name_process(name: str) -> None:
+    """Name this process `name` where the system keeps one (Linux: `/proc/PID/comm`, what `top` and `ps -o comm`
+    show, at most 15 bytes): a worker forked from a zygote has the zygote's command line and environment there,
+    its lane only in its name (`bench/speed/cpu_by_process.py` reads it)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME
 
 
 def _freeze_imports(modules: int) -> None:

@@ -55,7 +55,7 @@ def _role(pid: int) -> str:
     """What a process is: a tdiff worker by its lane (its name `tdiff-<lane>`, `worker_main.name_process`, or
     TDIFF_WORKER in its environment: a worker forked from a zygote has the zygote's), else by command line."""
     comm = _read(f"/proc/{pid}/comm").strip()
-    if comm.startswith("tdiff-") and comm != "tdiff-zygote":
+    if comm.startswith("tdiff-"):
         return "tdiff lane " + comm[len("tdiff-"):].rstrip("0123456789")
     cmd = _read(f"/proc/{pid}/cmdline").split("\0")
     env = dict(kv.split("=", 1) for kv in _read(f"/proc/{pid}/environ").split("\0") if "=" in kv)

@@ -25,7 +25,6 @@ class MemoKey:
     def __init__(self, key: Callable[[Any], Any], size: int = SIZE) -> None:
         self.key, self.size = key, size
         self.kept: OrderedDict[int, tuple[Any, Any]] = OrderedDict()  # id -> (the sequence, its key)
-        self.computed = 0
 
     def __call__(self, seq: Any) -> Any:
         hit = self.kept.get(id(seq))
@@ -33,7 +32,6 @@ class MemoKey:
             self.kept.move_to_end(id(seq))
             return hit[1]
         value = self.key(seq)
-        self.computed += 1
         self.kept[id(seq)] = (seq, value)
         if len(self.kept) > self.size:
             self.kept.popitem(last=False)

@@ -264,7 +264,7 @@ def _imports_any(name: str, modules: set[str]) -> bool:
     """Whether module `name` (found on `sys.path` without importing it or its packages) is in a package of `modules`
     or imports one of `modules` as it is imported (its statements outside functions, read, not run)."""
     parts = name.split(".")
-    if any(".".join(parts[:i]) in modules for i in range(1, len(parts))):
+    if _within(parts[:-1], modules):
         return True
     if not modules:
         return False
@@ -284,11 +284,14 @@ def _imports_any(name: str, modules: set[str]) -> bool:
             base = package[:len(package) - node.level + 1] if node.level else []
             stem = ".".join([*base, *([node.module] if node.module else [])])
             named = [stem, *(f"{stem}.{a.name}" for a in node.names)]
-        for n in named:
-            bits = n.split(".")
-            if any(".".join(bits[:i]) in modules for i in range(1, len(bits) + 1)):
-                return True
+        if any(_within(n.split("."), modules) for n in named):
+            return True
     return False
+
+
+def _within(parts: list[str], modules: set[str]) -> bool:
+    """Whether the module named by `parts`, or a package it is in, is one of `modules`."""
+    return any(".".join(parts[:i]) in modules for i in range(1, len(parts) + 1))
 
 
 def _source_of(parts: list[str]) -> str | None:
